@@ -1,0 +1,45 @@
+"""Where pre-computed artefacts (converted embeddings, indexes, neighbour lists,
+binary codes) live on disk: ``$DENIABLE_CACHE`` or ``~/.cache/deniable``.
+
+Artefacts are keyed by the embedding's fingerprint and their parameters, written
+atomically, and memory-mapped when read, so many processes share one copy.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+__all__ = ["atomic_path", "cache_dir"]
+
+
+def cache_dir() -> Path:
+    """The root cache folder (created on first use)."""
+    root = os.environ.get("DENIABLE_CACHE")
+    if root:
+        path = Path(root)
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        path = Path(base) / "deniable"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def atomic_path(final: Path, write: Callable[[Path], None]) -> Path:
+    """Call ``write(tmp)`` on a temporary path beside ``final``, then rename it into place.
+
+    Either the whole artefact appears at ``final`` or nothing does.
+    """
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix="." + final.name + ".", suffix=".tmp", dir=final.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        write(tmp)
+        os.replace(tmp, final)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return final

@@ -1,0 +1,46 @@
+"""One exception hierarchy for everything deniable raises on purpose.
+
+Messages name the parameter, the offending value and what is allowed. They never
+contain the user's text (a row number or a column name is fine, a token is not).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DataError",
+    "DeniableError",
+    "EmbeddingError",
+    "InvalidParameterError",
+    "NotPrivateWarning",
+    "ResourceLimitError",
+]
+
+
+class DeniableError(Exception):
+    """Base class of every error raised by deniable."""
+
+
+class InvalidParameterError(DeniableError, ValueError):
+    """A parameter has a value outside what is allowed."""
+
+    def __init__(self, name: str, value: object, allowed: str) -> None:
+        self.name = name
+        self.value = value
+        self.allowed = allowed
+        super().__init__(f"{name}={value!r} is not valid: {allowed}")
+
+
+class DataError(DeniableError, ValueError):
+    """Input data (a file, a column, a row) cannot be used."""
+
+
+class EmbeddingError(DataError):
+    """An embedding file or artefact is malformed or does not match."""
+
+
+class ResourceLimitError(DeniableError, MemoryError):
+    """A pre-computation would need more memory or disk than allowed."""
+
+
+class NotPrivateWarning(UserWarning):
+    """Issued when output is reproducible (seeded) and therefore not private."""

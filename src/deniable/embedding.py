@@ -1,0 +1,200 @@
+"""The :class:`Embedding`: a vocabulary and a read-only ``(V, n)`` float32 matrix."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from ._cache import atomic_path, cache_dir
+from ._errors import EmbeddingError, InvalidParameterError
+from ._validation import check_int
+
+__all__ = ["Embedding"]
+
+WORDS_FILE = "words.txt"
+VECTORS_FILE = "vectors.npy"
+
+
+class Embedding:
+    """Words and their vectors. Row ``i`` of :attr:`vectors` is the vector of ``words[i]``.
+
+    The matrix is float32, C-contiguous and read-only (it may be a memory map). Words
+    are unique. Ids are row numbers (int64); the order is kept, and loaders keep the
+    file's order, which for GloVe and word2vec is corpus frequency, most frequent
+    first (so :meth:`subset` keeps the most frequent words).
+    """
+
+    def __init__(self, words: Sequence[str], vectors: npt.ArrayLike, *, name: str = "embedding"):
+        mat = np.asarray(vectors)
+        if mat.ndim != 2:
+            raise EmbeddingError(f"{name}: vectors must be a 2-d (V, n) matrix, got shape {mat.shape}")
+        if mat.dtype != np.float32 or not mat.flags.c_contiguous:
+            mat = np.ascontiguousarray(mat, dtype=np.float32)
+        if len(words) != mat.shape[0]:
+            raise EmbeddingError(
+                f"{name}: {len(words)} words but {mat.shape[0]} vector rows; they must match"
+            )
+        if mat.shape[0] == 0 or mat.shape[1] == 0:
+            raise EmbeddingError(f"{name}: the embedding is empty (shape {mat.shape})")
+        if isinstance(mat, np.memmap) or not mat.flags.writeable:
+            pass
+        else:
+            mat = mat.view()
+            mat.flags.writeable = False
+        self._words = list(words)
+        self._vectors = mat
+        self.name = name
+
+    # -- basic properties -------------------------------------------------
+    @property
+    def vectors(self) -> npt.NDArray[np.float32]:
+        """The read-only ``(V, n)`` float32 matrix."""
+        return self._vectors
+
+    @property
+    def vocabulary(self) -> list[str]:
+        """The words, in id order (a copy)."""
+        return list(self._words)
+
+    @property
+    def size(self) -> int:
+        """Number of words, V."""
+        return len(self._words)
+
+    @property
+    def dim(self) -> int:
+        """Dimension of the vectors, n."""
+        return int(self._vectors.shape[1])
+
+    def __len__(self) -> int:
+        return len(self._words)
+
+    def __repr__(self) -> str:
+        return f"Embedding(name={self.name!r}, size={self.size}, dim={self.dim})"
+
+    @cached_property
+    def index_of(self) -> dict[str, int]:
+        """word -> id."""
+        return {w: i for i, w in enumerate(self._words)}
+
+    @cached_property
+    def is_lowercase(self) -> bool:
+        """True when no word has an upper-case letter (lookups then ignore case)."""
+        return all(w == w.lower() for w in self._words)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """A sha256 of the words and the vectors: the key of cached artefacts."""
+        h = hashlib.sha256()
+        h.update(str(self._vectors.shape).encode())
+        h.update("\n".join(self._words).encode("utf-8", "surrogatepass"))
+        h.update(memoryview(np.ascontiguousarray(self._vectors)).cast("B"))
+        return h.hexdigest()
+
+    def cache_path(self, *parts: str) -> Path:
+        """A path for an artefact derived from this embedding (folder created)."""
+        path = cache_dir().joinpath("artefacts", self.fingerprint[:20], *parts)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    # -- lookups ----------------------------------------------------------
+    def ids(self, words: Iterable[str], *, missing: int = -1) -> npt.NDArray[np.int64]:
+        """Ids of ``words``; ``missing`` (default -1) for a word not in the vocabulary."""
+        get = self.index_of.get
+        return np.fromiter((get(w, missing) for w in words), dtype=np.int64)
+
+    def words(self, ids: npt.ArrayLike) -> list[str]:
+        """Words of ``ids``."""
+        arr = np.asarray(ids, dtype=np.int64).ravel()
+        if arr.size and (arr.min() < 0 or arr.max() >= self.size):
+            bad = arr[(arr < 0) | (arr >= self.size)][0]
+            raise InvalidParameterError("ids", int(bad), f"ids in [0, {self.size - 1}]")
+        w = self._words
+        return [w[i] for i in arr.tolist()]
+
+    def check_ids(self, ids: npt.ArrayLike, name: str = "ids") -> npt.NDArray[np.int64]:
+        """Validate an array of ids against this vocabulary and return it as int64."""
+        arr = np.asarray(ids)
+        if arr.dtype.kind not in "iu":
+            raise InvalidParameterError(name, arr.dtype, "an integer array of word ids")
+        arr = arr.astype(np.int64, copy=False)
+        if arr.size and (arr.min() < 0 or arr.max() >= self.size):
+            bad = arr[(arr < 0) | (arr >= self.size)][0]
+            raise InvalidParameterError(name, int(bad), f"word ids in [0, {self.size - 1}]")
+        return arr
+
+    # -- derived embeddings -------------------------------------------------
+    def subset(self, vocab_size: int) -> Embedding:
+        """The first ``vocab_size`` words (the most frequent ones, for frequency-ordered files)."""
+        n = check_int("vocab_size", vocab_size, minimum=1)
+        if n >= self.size:
+            return self
+        return Embedding(self._words[:n], self._vectors[:n], name=f"{self.name}[:{n}]")
+
+    # -- persistence ------------------------------------------------------
+    def save(self, folder: str | Path) -> Path:
+        """Write ``folder/vectors.npy`` and ``folder/words.txt`` (atomically each)."""
+        out = Path(folder)
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_path(out / VECTORS_FILE, lambda p: _save_npy(p, self._vectors))
+        atomic_path(
+            out / WORDS_FILE,
+            lambda p: p.write_text("\n".join(self._words) + "\n", encoding="utf-8"),
+        )
+        return out
+
+    @classmethod
+    def load(cls, folder: str | Path, *, mmap: bool = True) -> Embedding:
+        """Read a folder written by :meth:`save`; the matrix is memory-mapped by default."""
+        path = Path(folder)
+        vec_path, words_path = path / VECTORS_FILE, path / WORDS_FILE
+        for p in (vec_path, words_path):
+            if not p.is_file():
+                raise EmbeddingError(f"{path}: missing {p.name} (expected {VECTORS_FILE} + {WORDS_FILE})")
+        vectors = np.load(vec_path, mmap_mode="r" if mmap else None, allow_pickle=False)
+        words = words_path.read_text(encoding="utf-8").split("\n")
+        if words and words[-1] == "":
+            words.pop()
+        return cls.from_arrays(words, vectors, name=str(path), check_finite=not mmap)
+
+    @classmethod
+    def from_arrays(
+        cls,
+        words: Sequence[str],
+        vectors: npt.ArrayLike,
+        *,
+        name: str = "embedding",
+        check_finite: bool = True,
+    ) -> Embedding:
+        """Build and validate: unique words, finite values, matching row count."""
+        mat = np.asarray(vectors)
+        if mat.ndim != 2:
+            raise EmbeddingError(f"{name}: vectors must be 2-d, got shape {mat.shape}")
+        if len(words) != mat.shape[0]:
+            raise EmbeddingError(f"{name}: {len(words)} words but {mat.shape[0]} vector rows")
+        if check_finite:
+            bad = ~np.isfinite(mat).all(axis=1)
+            if bad.any():
+                raise EmbeddingError(
+                    f"{name}: row {int(np.argmax(bad)) + 1} has a NaN or infinite value"
+                )
+        seen: dict[str, int] = {}
+        for i, w in enumerate(words):
+            j = seen.setdefault(w, i)
+            if j != i:
+                raise EmbeddingError(
+                    f"{name}: duplicate word at rows {j + 1} and {i + 1} (words must be unique)"
+                )
+        emb = cls(words, mat, name=name)
+        emb.__dict__["index_of"] = seen
+        return emb
+
+
+def _save_npy(path: Path, mat: np.ndarray) -> None:
+    with open(path, "wb") as fh:
+        np.save(fh, np.ascontiguousarray(mat, dtype=np.float32), allow_pickle=False)

@@ -1,0 +1,24 @@
+"""Nearest-neighbour search with a faiss-style API: ``search(queries, k) -> (D, I)``.
+
+``D`` holds squared Euclidean distances (faiss's convention for L2 indexes), ``I``
+the row ids, both ``(len(queries), k)``, nearest first.
+
+- ``"exact"``: blocked matrix products in numpy (never a full V x batch matrix).
+- ``"flat"``: faiss ``IndexFlatL2`` (exact, BLAS, multithreaded).
+- ``"hnsw"``: faiss ``IndexHNSWFlat`` (approximate, fast), built once per embedding and
+  cached on disk.
+
+An approximate index keeps the privacy guarantee of the mechanisms that decode
+through it: the decode is a deterministic function of the noisy vector and the
+public index, i.e. post-processing. It only costs fidelity (see docs/index.md).
+"""
+
+from __future__ import annotations
+
+from ._base import Index, check_index
+from .exact import ExactIndex
+from .faiss_index import FlatIndex, HNSWIndex, make_index
+
+__all__ = ["ExactIndex", "FlatIndex", "HNSWIndex", "INDEXES", "Index", "check_index", "make_index"]
+
+INDEXES = ("exact", "flat", "hnsw")

@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from ._base import check_queries
+
+
+class ExactIndex:
+    """Exact L2 search by blocked matrix products in numpy.
+
+    Distances are ``|y|^2 - 2 q.y + |q|^2``, computed for ``query_block`` queries
+    against ``vocab_block`` rows at a time, keeping a running top-k, so memory stays
+    at ``query_block * vocab_block`` floats whatever V is.
+    """
+
+    def __init__(
+        self, vectors: npt.ArrayLike, *, vocab_block: int = 65536, query_block: int = 1024
+    ) -> None:
+        self._x = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32))
+        self._sq = np.einsum("ij,ij->i", self._x, self._x, dtype=np.float32)
+        self.vocab_block = int(vocab_block)
+        self.query_block = int(query_block)
+
+    @property
+    def ntotal(self) -> int:
+        return int(self._x.shape[0])
+
+    @property
+    def d(self) -> int:
+        return int(self._x.shape[1])
+
+    def search(
+        self, queries: npt.ArrayLike, k: int
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
+        q = check_queries(queries, self.d, k, self.ntotal)
+        m = q.shape[0]
+        out_d = np.empty((m, k), dtype=np.float32)
+        out_i = np.empty((m, k), dtype=np.int64)
+        for s in range(0, m, self.query_block):
+            qb = q[s : s + self.query_block]
+            out_d[s : s + len(qb)], out_i[s : s + len(qb)] = self._search_block(qb, k)
+        return out_d, out_i
+
+    def _search_block(self, qb: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        nq = qb.shape[0]
+        qsq = np.einsum("ij,ij->i", qb, qb, dtype=np.float32)[:, None]
+        best_d = np.full((nq, k), np.inf, dtype=np.float32)
+        best_i = np.zeros((nq, k), dtype=np.int64)
+        rows = np.arange(nq)[:, None]
+        for v0 in range(0, self.ntotal, self.vocab_block):
+            xb = self._x[v0 : v0 + self.vocab_block]
+            dist = qb @ xb.T
+            dist *= -2.0
+            dist += self._sq[v0 : v0 + len(xb)][None, :]
+            if k == 1:
+                j = np.argmin(dist, axis=1)
+                dj = dist[np.arange(nq), j][:, None]
+                better = dj < best_d
+                best_d = np.where(better, dj, best_d)
+                best_i = np.where(better, (j + v0)[:, None], best_i)
+                continue
+            kk = min(k, dist.shape[1])
+            part = np.argpartition(dist, kk - 1, axis=1)[:, :kk]
+            cand_d = np.concatenate([best_d, dist[rows, part]], axis=1)
+            cand_i = np.concatenate([best_i, part + v0], axis=1)
+            sel = np.argpartition(cand_d, k - 1, axis=1)[:, :k]
+            best_d = cand_d[rows, sel]
+            best_i = cand_i[rows, sel]
+        order = np.argsort(best_d, axis=1, kind="stable")
+        best_d = np.maximum(best_d[rows, order] + qsq, 0.0)
+        return best_d, best_i[rows, order]

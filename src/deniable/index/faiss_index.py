@@ -1,0 +1,112 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .._cache import atomic_path
+from .._errors import InvalidParameterError
+from .._progress import progress
+from ._base import Index, check_index, check_queries
+from .exact import ExactIndex
+
+if TYPE_CHECKING:
+    from ..embedding import Embedding
+
+
+class _FaissWrapper:
+    def __init__(self, index: Any) -> None:
+        self.faiss_index = index
+
+    @property
+    def ntotal(self) -> int:
+        return int(self.faiss_index.ntotal)
+
+    @property
+    def d(self) -> int:
+        return int(self.faiss_index.d)
+
+    def search(
+        self, queries: npt.ArrayLike, k: int
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
+        q = check_queries(queries, self.d, k, self.ntotal)
+        dist, ids = self.faiss_index.search(q, k)
+        return dist, ids.astype(np.int64, copy=False)
+
+
+class FlatIndex(_FaissWrapper):
+    """faiss ``IndexFlatL2``: exact search (BLAS)."""
+
+    def __init__(self, vectors: npt.ArrayLike) -> None:
+        import faiss
+
+        x = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32))
+        index = faiss.IndexFlatL2(x.shape[1])
+        index.add(x)
+        super().__init__(index)
+
+
+class HNSWIndex(_FaissWrapper):
+    """faiss ``IndexHNSWFlat``: approximate, fast. ``ef_search`` trades speed for recall."""
+
+    def __init__(self, index: Any, ef_search: int = 128) -> None:
+        super().__init__(index)
+        self.ef_search = int(ef_search)
+        index.hnsw.efSearch = self.ef_search
+
+    @classmethod
+    def build(
+        cls,
+        vectors: npt.ArrayLike,
+        *,
+        m: int = 32,
+        ef_construction: int = 100,
+        ef_search: int = 128,
+        chunk: int = 20000,
+    ) -> HNSWIndex:
+        import faiss
+
+        x = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32))
+        index = faiss.IndexHNSWFlat(x.shape[1], m)
+        index.hnsw.efConstruction = ef_construction
+        with progress(x.shape[0], "building HNSW index") as advance:
+            for s in range(0, x.shape[0], chunk):
+                index.add(x[s : s + chunk])
+                advance(min(chunk, x.shape[0] - s))
+        return cls(index, ef_search)
+
+    @classmethod
+    def cached(
+        cls, embedding: Embedding, *, m: int = 32, ef_construction: int = 100, ef_search: int = 128
+    ) -> HNSWIndex:
+        """Load the HNSW index for ``embedding`` from the cache, building it once if needed."""
+        import faiss
+
+        path: Path = embedding.cache_path(f"hnsw-m{m}-efc{ef_construction}.faiss")
+        if path.is_file():
+            idx = cls(faiss.read_index(str(path)), ef_search)
+            check_index(idx, embedding.size, embedding.dim)
+            return idx
+        idx = cls.build(embedding.vectors, m=m, ef_construction=ef_construction, ef_search=ef_search)
+        atomic_path(path, lambda p: faiss.write_index(idx.faiss_index, str(p)))
+        return idx
+
+
+def make_index(embedding: Embedding, kind: str | Index = "exact", **options: Any) -> Index:
+    """Build (or load from the cache) the index called ``kind`` for ``embedding``.
+
+    ``kind`` may also be a ready :class:`Index`, which is checked against the embedding.
+    """
+    if not isinstance(kind, str):
+        if not isinstance(kind, Index):
+            raise InvalidParameterError("index", type(kind).__name__, "'exact', 'flat', 'hnsw' or an Index")
+        return check_index(kind, embedding.size, embedding.dim)
+    if kind == "exact":
+        return ExactIndex(embedding.vectors, **options)
+    if kind == "flat":
+        return FlatIndex(embedding.vectors)
+    if kind == "hnsw":
+        return HNSWIndex.cached(embedding, **options)
+    raise InvalidParameterError("index", kind, "one of 'exact', 'flat', 'hnsw'")

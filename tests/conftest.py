@@ -1,0 +1,72 @@
+"""Shared fixtures: tiny synthetic embeddings (no downloads), the real default one when asked."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from deniable import Embedding
+
+SHARED_DATA = Path(os.environ.get("DENIABLE_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test session writes its artefacts to a private cache folder."""
+    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    """A seeded generator for reproducible tests (tests are experiments, not releases)."""
+    return np.random.default_rng(12345)
+
+
+def make_tiny_embedding(n_words: int = 8, dim: int = 3, seed: int = 0) -> Embedding:
+    words = [f"w{i}" for i in range(n_words)]
+    vec = np.random.default_rng(seed).normal(size=(n_words, dim)).astype(np.float32)
+    return Embedding(words, vec, name="tiny")
+
+
+@pytest.fixture
+def tiny_embedding() -> Embedding:
+    """8 random 3-d words w0..w7."""
+    return make_tiny_embedding()
+
+
+@pytest.fixture
+def toy_embedding() -> Embedding:
+    """A small real-looking lowercase vocabulary: clusters of related words in 4-d."""
+    groups = {
+        "sport": ["hockey", "soccer", "puck", "goal", "game", "match"],
+        "space": ["nasa", "esa", "rocket", "orbit", "launch"],
+        "func": ["the", "a", "was", "is", "it", "great", "good"],
+    }
+    words, vecs = [], []
+    r = np.random.default_rng(7)
+    for g, (name, ws) in enumerate(groups.items()):
+        centre = np.zeros(4)
+        centre[g] = 3.0
+        for w in ws:
+            words.append(w)
+            vecs.append(centre + r.normal(scale=0.5, size=4))
+    return Embedding(words, np.array(vecs, dtype=np.float32), name="toy")
+
+
+@pytest.fixture(scope="session")
+def glove() -> Embedding:
+    """The real default embedding (installed with the package, memory-mapped)."""
+    from deniable import load_embedding
+
+    return load_embedding()
+
+
+def shared_data(name: str) -> Path:
+    """Path of a shared data set, or skip the test with a reason when it is absent."""
+    path = SHARED_DATA / name
+    if not path.exists():
+        pytest.skip(f"shared data set {name!r} not found at {path} (set DENIABLE_DATA)")
+    return path
