@@ -13,10 +13,16 @@ from deniable import Embedding
 SHARED_DATA = Path(os.environ.get("DENIABLE_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 
 
-@pytest.fixture(autouse=True)
-def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     """Every test session writes its artefacts to a private cache folder."""
-    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+    old = os.environ.get("DENIABLE_CACHE")
+    os.environ["DENIABLE_CACHE"] = str(tmp_path_factory.getbasetemp() / "cache")
+    yield
+    if old is None:
+        os.environ.pop("DENIABLE_CACHE", None)
+    else:
+        os.environ["DENIABLE_CACHE"] = old
 
 
 @pytest.fixture
@@ -40,6 +46,11 @@ def tiny_embedding() -> Embedding:
 @pytest.fixture
 def toy_embedding() -> Embedding:
     """A small real-looking lowercase vocabulary: clusters of related words in 4-d."""
+    return make_toy_embedding()
+
+
+def make_toy_embedding() -> Embedding:
+    """18 lowercase words in three clusters (sport, space, function words), 4-d."""
     groups = {
         "sport": ["hockey", "soccer", "puck", "goal", "game", "match"],
         "space": ["nasa", "esa", "rocket", "orbit", "launch"],
@@ -47,7 +58,7 @@ def toy_embedding() -> Embedding:
     }
     words, vecs = [], []
     r = np.random.default_rng(7)
-    for g, (name, ws) in enumerate(groups.items()):
+    for g, ws in enumerate(groups.values()):
         centre = np.zeros(4)
         centre[g] = 3.0
         for w in ws:

@@ -21,10 +21,8 @@ def check_positive(name: str, value: object, *, allow_zero: bool = False) -> flo
             else:
                 raise TypeError
         except TypeError:
-            raise InvalidParameterError(
-                name, value, f"a finite real number {'>=' if allow_zero else '>'} 0"
-            ) from None
-    v = float(value)  # type: ignore[arg-type]
+            raise InvalidParameterError(name, value, f"a finite real number {'>=' if allow_zero else '>'} 0") from None
+    v = float(value)
     if not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
         raise InvalidParameterError(name, value, f"a finite real number {'>=' if allow_zero else '>'} 0")
     return v
@@ -43,9 +41,7 @@ def check_probability(name: str, value: object, *, open_interval: bool = True) -
         raise InvalidParameterError(name, value, "a number in (0, 1)") from None
     ok = (0 < v < 1) if open_interval else (0 <= v <= 1)
     if not math.isfinite(v) or not ok or isinstance(value, bool):
-        raise InvalidParameterError(
-            name, value, "a number in (0, 1)" if open_interval else "a number in [0, 1]"
-        )
+        raise InvalidParameterError(name, value, "a number in (0, 1)" if open_interval else "a number in [0, 1]")
     return v
 
 

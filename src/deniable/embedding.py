@@ -30,15 +30,13 @@ class Embedding:
     """
 
     def __init__(self, words: Sequence[str], vectors: npt.ArrayLike, *, name: str = "embedding"):
-        mat = np.asarray(vectors)
+        mat = vectors if isinstance(vectors, np.ndarray) else np.asarray(vectors)
         if mat.ndim != 2:
             raise EmbeddingError(f"{name}: vectors must be a 2-d (V, n) matrix, got shape {mat.shape}")
         if mat.dtype != np.float32 or not mat.flags.c_contiguous:
             mat = np.ascontiguousarray(mat, dtype=np.float32)
         if len(words) != mat.shape[0]:
-            raise EmbeddingError(
-                f"{name}: {len(words)} words but {mat.shape[0]} vector rows; they must match"
-            )
+            raise EmbeddingError(f"{name}: {len(words)} words but {mat.shape[0]} vector rows; they must match")
         if mat.shape[0] == 0 or mat.shape[1] == 0:
             raise EmbeddingError(f"{name}: the embedding is empty (shape {mat.shape})")
         if isinstance(mat, np.memmap) or not mat.flags.writeable:
@@ -93,7 +91,7 @@ class Embedding:
         h = hashlib.sha256()
         h.update(str(self._vectors.shape).encode())
         h.update("\n".join(self._words).encode("utf-8", "surrogatepass"))
-        h.update(memoryview(np.ascontiguousarray(self._vectors)).cast("B"))
+        h.update(np.ascontiguousarray(self._vectors).tobytes())
         return h.hexdigest()
 
     def cache_path(self, *parts: str) -> Path:
@@ -144,7 +142,7 @@ class Embedding:
         atomic_path(out / VECTORS_FILE, lambda p: _save_npy(p, self._vectors))
         atomic_path(
             out / WORDS_FILE,
-            lambda p: p.write_text("\n".join(self._words) + "\n", encoding="utf-8"),
+            lambda p: _write_words(p, self._words),
         )
         return out
 
@@ -172,7 +170,7 @@ class Embedding:
         check_finite: bool = True,
     ) -> Embedding:
         """Build and validate: unique words, finite values, matching row count."""
-        mat = np.asarray(vectors)
+        mat = vectors if isinstance(vectors, np.ndarray) else np.asarray(vectors)
         if mat.ndim != 2:
             raise EmbeddingError(f"{name}: vectors must be 2-d, got shape {mat.shape}")
         if len(words) != mat.shape[0]:
@@ -180,16 +178,12 @@ class Embedding:
         if check_finite:
             bad = ~np.isfinite(mat).all(axis=1)
             if bad.any():
-                raise EmbeddingError(
-                    f"{name}: row {int(np.argmax(bad)) + 1} has a NaN or infinite value"
-                )
+                raise EmbeddingError(f"{name}: row {int(np.argmax(bad)) + 1} has a NaN or infinite value")
         seen: dict[str, int] = {}
         for i, w in enumerate(words):
             j = seen.setdefault(w, i)
             if j != i:
-                raise EmbeddingError(
-                    f"{name}: duplicate word at rows {j + 1} and {i + 1} (words must be unique)"
-                )
+                raise EmbeddingError(f"{name}: duplicate word at rows {j + 1} and {i + 1} (words must be unique)")
         emb = cls(words, mat, name=name)
         emb.__dict__["index_of"] = seen
         return emb
@@ -198,3 +192,7 @@ class Embedding:
 def _save_npy(path: Path, mat: np.ndarray) -> None:
     with open(path, "wb") as fh:
         np.save(fh, np.ascontiguousarray(mat, dtype=np.float32), allow_pickle=False)
+
+
+def _write_words(path: Path, words: list[str]) -> None:
+    path.write_text("\n".join(words) + "\n", encoding="utf-8")

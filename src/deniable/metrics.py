@@ -12,7 +12,7 @@ import numpy.typing as npt
 
 from ._errors import InvalidParameterError
 
-__all__ = ["METRICS", "check_metric", "distances_to", "pairwise_distances", "paired_distances"]
+__all__ = ["METRICS", "check_metric", "distances_to", "paired_distances", "pairwise_distances"]
 
 METRICS = ("euclidean", "manhattan", "chebyshev", "angular", "hamming")
 
@@ -43,9 +43,7 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return x / np.where(norm == 0, 1.0, norm)
 
 
-def pairwise_distances(
-    a: npt.ArrayLike, b: npt.ArrayLike, metric: str = "euclidean"
-) -> npt.NDArray[np.float64]:
+def pairwise_distances(a: npt.ArrayLike, b: npt.ArrayLike, metric: str = "euclidean") -> npt.NDArray[np.float64]:
     """The ``(len(a), len(b))`` matrix of distances, in float64.
 
     For ``hamming`` uint8 rows are packed codes (``np.packbits``); rows of any other
@@ -71,9 +69,7 @@ def pairwise_distances(
     return _angular_from_cos(_unit(x) @ _unit(y).T)
 
 
-def distances_to(
-    x: npt.ArrayLike, matrix: npt.ArrayLike, metric: str = "euclidean"
-) -> npt.NDArray[np.float64]:
+def distances_to(x: npt.ArrayLike, matrix: npt.ArrayLike, metric: str = "euclidean") -> npt.NDArray[np.float64]:
     """Distances from one vector ``x`` to every row of ``matrix`` (float64, length V).
 
     Computed as differences (not the ``|x|^2 - 2xy + |y|^2`` expansion), so a row equal
@@ -96,9 +92,7 @@ def distances_to(
     return _angular_from_cos(_unit(m.astype(np.float64)) @ _unit(v.astype(np.float64)))
 
 
-def paired_distances(
-    a: npt.ArrayLike, b: npt.ArrayLike, metric: str = "euclidean"
-) -> npt.NDArray[np.float64]:
+def paired_distances(a: npt.ArrayLike, b: npt.ArrayLike, metric: str = "euclidean") -> npt.NDArray[np.float64]:
     """Row-wise distances ``d(a[i], b[i])`` (float64, length len(a))."""
     metric = check_metric(metric)
     x = np.atleast_2d(np.asarray(a))

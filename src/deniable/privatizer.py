@@ -70,9 +70,7 @@ class Privatizer:
 
     def __post_init__(self) -> None:
         if not isinstance(self.mechanism, Mechanism):
-            raise InvalidParameterError(
-                "mechanism", type(self.mechanism).__name__, "a deniable mechanism object"
-            )
+            raise InvalidParameterError("mechanism", type(self.mechanism).__name__, "a deniable mechanism object")
         check_choice("oov", self.oov, OOV_POLICIES)
         if self.random_state is not None:
             object.__setattr__(self, "_rng", check_random_state(self.random_state))
@@ -87,9 +85,7 @@ class Privatizer:
         """Privatize one text."""
         return self.privatize_batch([text], rng)[0]
 
-    def privatize_batch(
-        self, texts: Sequence[str], rng: np.random.Generator | None = None
-    ) -> list[str]:
+    def privatize_batch(self, texts: Sequence[str], rng: np.random.Generator | None = None) -> list[str]:
         """Privatize many texts with one vectorized mechanism call."""
         return self.privatize_batch_with_stats(texts, rng)[0]
 
@@ -122,7 +118,7 @@ class Privatizer:
             out[~known] = gen.integers(0, emb.size, size=n_oov)
         changed = out != ids
         vocab = emb.index_of  # noqa: F841 - keeps the dict built
-        words_of = emb._words  # noqa: SLF001 - hot path, avoids a copy
+        words_of = emb._words
         result: list[str] = []
         pos = 0
         oov_policy = self.oov
@@ -138,7 +134,5 @@ class Privatizer:
                 parts[2 * j + 1] = apply_case(tok, words_of[out[k]]) if lower else words_of[out[k]]
             pos += n
             result.append("".join(parts))
-        stats = PrivatizeStats(
-            texts=len(texts), tokens=len(tokens), oov=n_oov, changed=int(changed[known].sum())
-        )
+        stats = PrivatizeStats(texts=len(texts), tokens=len(tokens), oov=n_oov, changed=int(changed[known].sum()))
         return result, stats

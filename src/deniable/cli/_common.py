@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import sys
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from .._errors import DeniableError, InvalidParameterError, NotPrivateWarning
+
+if TYPE_CHECKING:
+    from ..embedding import Embedding
+    from ..mechanisms.base import Mechanism
 
 app = typer.Typer(
     name="deniable",
@@ -26,25 +32,28 @@ EXIT_USAGE = 2
 EXIT_DATA = 3
 
 
+@app.callback()
+def _root() -> None:
+    """Privatize text with metric differential privacy."""
+
+
 def run_app(argv: list[str] | None = None) -> int:
-    """Run the typer app; map our errors to a message and a non-zero exit code."""
+    """Run the typer app; map our errors to a message and a non-zero exit code.
+
+    Usage errors (unknown option, missing argument) exit with 2 via click; our own
+    errors print one line (never user text) and exit with 2 (bad parameter) or 3 (bad data).
+    """
     try:
-        app(args=argv, standalone_mode=False)
+        app(args=argv, standalone_mode=True)
+    except SystemExit as exc:
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
     except DeniableError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         return EXIT_USAGE if isinstance(exc, InvalidParameterError) else EXIT_DATA
-    except (typer.Abort, KeyboardInterrupt):
+    except KeyboardInterrupt:
         err.print("aborted")
         return 130
-    except typer.Exit as exc:
-        return int(exc.exit_code or 0)
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            return int(exc.exit_code)
-        raise
     return 0
 
 
@@ -56,7 +65,7 @@ def warn_seed(seed: int | None) -> None:
         )
 
 
-def seeded(seed: int | None):  # type: ignore[no-untyped-def]
+def seeded(seed: int | None) -> np.random.Generator:
     """A generator for ``--seed`` (warning printed once, by the caller) or the secure default."""
     from .._random import check_random_state, seeded_generator
 
@@ -67,7 +76,7 @@ def seeded(seed: int | None):  # type: ignore[no-untyped-def]
         return seeded_generator(seed)
 
 
-def load_embedding_option(embedding: str | None, vocab_size: int | None):  # type: ignore[no-untyped-def]
+def load_embedding_option(embedding: str | None, vocab_size: int | None) -> Embedding:
     from ..embeddings import load_embedding
 
     if vocab_size is not None and vocab_size < 1:
@@ -120,19 +129,25 @@ def mechanism_options(
         if value is None:
             continue
         if key not in applies:
-            raise InvalidParameterError(
-                f"--{key}", value, f"not an option of --mechanism {mechanism}"
-            )
+            raise InvalidParameterError(f"--{key}", value, f"not an option of --mechanism {mechanism}")
         out[key] = value
     return out
 
 
-def build_mechanism(
-    mechanism: str, embedding: Any, epsilon: float, **options: Any
-):  # type: ignore[no-untyped-def]
+def build_mechanism(mechanism: str, embedding: Any, epsilon: float, **options: Any) -> Mechanism:
     from ..mechanisms import make_mechanism
 
+    check_mechanism_name(mechanism)
     return make_mechanism(mechanism, embedding, epsilon, **mechanism_options(mechanism, **options))
+
+
+def check_mechanism_name(mechanism: str) -> str:
+    """Fail fast (before loading an embedding) on an unknown ``--mechanism``."""
+    from ..mechanisms import MECHANISMS
+
+    if mechanism not in MECHANISMS:
+        raise InvalidParameterError("--mechanism", mechanism, "one of " + ", ".join(sorted(MECHANISMS)))
+    return mechanism
 
 
 def stderr_is_tty() -> bool:

@@ -84,9 +84,7 @@ def _guess_format(p: Path) -> str:
     if name.endswith(".bin"):
         return "word2vec"
     if name.endswith(".npy"):
-        raise EmbeddingError(
-            f"{p}: a bare .npy has no words; pass the folder holding {VECTORS_FILE} and {WORDS_FILE}"
-        )
+        raise EmbeddingError(f"{p}: a bare .npy has no words; pass the folder holding {VECTORS_FILE} and {WORDS_FILE}")
     return "text"
 
 
@@ -111,7 +109,7 @@ def _load_cached(p: Path, fmt: str) -> Embedding:
 
 def _open(p: Path) -> IO[bytes]:
     if p.name.lower().endswith(".gz"):
-        return gzip.open(p, "rb")
+        return gzip.open(p, "rb")  # type: ignore[return-value]
     return open(p, "rb")
 
 
@@ -145,8 +143,7 @@ def load_text_vectors(path: str | Path) -> Embedding:
                         raise EmbeddingError(f"{p}, line {lineno}: a word with no vector values")
                 if len(values) != dim:
                     raise EmbeddingError(
-                        f"{p}, line {lineno}: {len(values)} values, expected {dim} "
-                        "(ragged row or wrong dimension)"
+                        f"{p}, line {lineno}: {len(values)} values, expected {dim} (ragged row or wrong dimension)"
                     )
                 try:
                     vec = np.array(values, dtype=np.float32)
@@ -155,9 +152,7 @@ def load_text_vectors(path: str | Path) -> Embedding:
                 if not np.isfinite(vec).all():
                     raise EmbeddingError(f"{p}, line {lineno}: NaN or infinite value")
                 if word in seen:
-                    raise EmbeddingError(
-                        f"{p}, line {lineno}: duplicate word (first at line {seen[word]})"
-                    )
+                    raise EmbeddingError(f"{p}, line {lineno}: duplicate word (first at line {seen[word]})")
                 seen[word] = lineno
                 words.append(word)
                 rows.append(vec)

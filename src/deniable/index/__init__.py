@@ -19,6 +19,6 @@ from ._base import Index, check_index
 from .exact import ExactIndex
 from .faiss_index import FlatIndex, HNSWIndex, make_index
 
-__all__ = ["ExactIndex", "FlatIndex", "HNSWIndex", "INDEXES", "Index", "check_index", "make_index"]
+__all__ = ["INDEXES", "ExactIndex", "FlatIndex", "HNSWIndex", "Index", "check_index", "make_index"]
 
 INDEXES = ("exact", "flat", "hnsw")

@@ -18,9 +18,7 @@ class Index(Protocol):
     @property
     def d(self) -> int: ...
 
-    def search(
-        self, queries: npt.ArrayLike, k: int
-    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]: ...
+    def search(self, queries: npt.ArrayLike, k: int) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]: ...
 
 
 def check_queries(queries: npt.ArrayLike, d: int, k: int, ntotal: int) -> np.ndarray:

@@ -14,9 +14,7 @@ class ExactIndex:
     at ``query_block * vocab_block`` floats whatever V is.
     """
 
-    def __init__(
-        self, vectors: npt.ArrayLike, *, vocab_block: int = 65536, query_block: int = 1024
-    ) -> None:
+    def __init__(self, vectors: npt.ArrayLike, *, vocab_block: int = 16384, query_block: int = 256) -> None:
         self._x = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32))
         self._sq = np.einsum("ij,ij->i", self._x, self._x, dtype=np.float32)
         self.vocab_block = int(vocab_block)
@@ -30,9 +28,7 @@ class ExactIndex:
     def d(self) -> int:
         return int(self._x.shape[1])
 
-    def search(
-        self, queries: npt.ArrayLike, k: int
-    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
+    def search(self, queries: npt.ArrayLike, k: int) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
         q = check_queries(queries, self.d, k, self.ntotal)
         m = q.shape[0]
         out_d = np.empty((m, k), dtype=np.float32)

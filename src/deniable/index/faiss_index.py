@@ -28,9 +28,7 @@ class _FaissWrapper:
     def d(self) -> int:
         return int(self.faiss_index.d)
 
-    def search(
-        self, queries: npt.ArrayLike, k: int
-    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
+    def search(self, queries: npt.ArrayLike, k: int) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
         q = check_queries(queries, self.d, k, self.ntotal)
         dist, ids = self.faiss_index.search(q, k)
         return dist, ids.astype(np.int64, copy=False)

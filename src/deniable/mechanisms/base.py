@@ -37,9 +37,7 @@ class Mechanism(abc.ABC):
     epsilon: float
 
     @abc.abstractmethod
-    def privatize(
-        self, ids: npt.ArrayLike, rng: np.random.Generator
-    ) -> npt.NDArray[np.int64]:
+    def privatize(self, ids: npt.ArrayLike, rng: np.random.Generator) -> npt.NDArray[np.int64]:
         """Replace each word id independently with a random output id."""
 
     @abc.abstractmethod

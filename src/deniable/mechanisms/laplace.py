@@ -17,9 +17,7 @@ from .base import Mechanism
 __all__ = ["MultivariateLaplace", "sample_laplace_noise"]
 
 
-def sample_laplace_noise(
-    count: int, dim: int, epsilon: float, rng: np.random.Generator
-) -> npt.NDArray[np.float64]:
+def sample_laplace_noise(count: int, dim: int, epsilon: float, rng: np.random.Generator) -> npt.NDArray[np.float64]:
     """``count`` draws from the density ``p(z) ∝ exp(-epsilon * ||z||_2)`` on R^dim.
 
     Direction: a normalised standard normal vector (uniform on the sphere).
@@ -68,17 +66,13 @@ class MultivariateLaplace(Mechanism):
         if not isinstance(self.embedding, Embedding):
             from .._errors import InvalidParameterError
 
-            raise InvalidParameterError(
-                "embedding", type(self.embedding).__name__, "a deniable.Embedding"
-            )
-        object.__setattr__(
-            self, "_index", make_index(self.embedding, self.index, **self.index_options)
-        )
+            raise InvalidParameterError("embedding", type(self.embedding).__name__, "a deniable.Embedding")
+        object.__setattr__(self, "_index", make_index(self.embedding, self.index, **self.index_options))
 
     @property
     def search_index(self) -> Index:
         """The nearest-neighbour index used for decoding."""
-        return self._index  # type: ignore[attr-defined,no-any-return]
+        return self._index  # type: ignore[attr-defined]
 
     def noisy_vectors(self, ids: npt.ArrayLike, rng: np.random.Generator) -> np.ndarray:
         """``phi(w) + z`` for each id (float32), before decoding."""

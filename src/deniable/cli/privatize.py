@@ -1,0 +1,156 @@
+"""``deniable privatize``: text files in, privatized text files out."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .._errors import InvalidParameterError
+from .._validation import check_epsilon
+from ._common import app, build_mechanism, check_mechanism_name, err, load_embedding_option, seeded, warn_seed
+
+
+@app.command("privatize")
+def privatize_cmd(
+    input: Annotated[str, typer.Argument(help="Input file (txt, csv, tsv, jsonl, parquet; .gz ok) or - for stdin.")],
+    output: Annotated[str, typer.Option("--output", "-o", help="Output file (same format) or - for stdout.")],
+    epsilon: Annotated[
+        float,
+        typer.Option(
+            "--epsilon", "-e", help="Privacy parameter (> 0). Calibrate it: its meaning depends on the embedding."
+        ),
+    ],
+    mechanism: Annotated[
+        str,
+        typer.Option(
+            "--mechanism",
+            "-m",
+            help="madlib (multivariate Laplace), tem (truncated exponential) or brr (binary randomized response).",
+        ),
+    ] = "madlib",
+    column: Annotated[
+        list[str] | None,
+        typer.Option("--column", "-c", help="Text column to privatize (csv/tsv/jsonl/parquet); repeat for several."),
+    ] = None,
+    format: Annotated[
+        str | None,
+        typer.Option(
+            "--format", "-f", help="txt, csv, tsv, jsonl or parquet (default: from the file name; stdin: txt)."
+        ),
+    ] = None,
+    embedding: Annotated[
+        str | None,
+        typer.Option(
+            "--embedding",
+            help="Embedding: GloVe/fastText text file, word2vec .bin(.gz) or a saved folder. "
+            "Default: built-in GloVe 6B 50-d.",
+        ),
+    ] = None,
+    vocab_size: Annotated[
+        int | None, typer.Option("--vocab-size", help="Keep only the N most frequent words of the embedding.")
+    ] = None,
+    oov: Annotated[
+        str,
+        typer.Option(
+            "--oov",
+            help="Out-of-vocabulary words: keep (NOT protected, counted), drop, or random (a uniformly random word).",
+        ),
+    ] = "keep",
+    index: Annotated[
+        str | None,
+        typer.Option(
+            "--index",
+            help="madlib: nearest-neighbour search exact, flat (faiss exact) or hnsw (faiss approximate; "
+            "same privacy, slightly lower fidelity).",
+        ),
+    ] = None,
+    metric: Annotated[
+        str | None, typer.Option("--metric", help="tem: euclidean, manhattan, chebyshev or angular.")
+    ] = None,
+    gamma: Annotated[
+        float | None, typer.Option("--gamma", help="tem: truncation threshold (default: from --beta).")
+    ] = None,
+    beta: Annotated[
+        float | None,
+        typer.Option(
+            "--beta", help="tem: probability of leaving the gamma-ball, sets gamma (Theorem 3; default 1e-3)."
+        ),
+    ] = None,
+    bits: Annotated[int | None, typer.Option("--bits", help="brr: code length (64, 128, 256, 512).")] = None,
+    binarizer: Annotated[str | None, typer.Option("--binarizer", help="brr: autoencoder, simhash or itq.")] = None,
+    batch_size: Annotated[
+        int, typer.Option("--batch-size", help="Records per batch (memory is bounded by this).")
+    ] = 1000,
+    seed: Annotated[
+        int | None, typer.Option("--seed", help="Reproducible output for experiments. Seeded output is NOT private.")
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")] = False,
+) -> None:
+    """Privatize the words of a file with a metric-DP mechanism.
+
+    Each word token is replaced independently by a random word near it in the
+    embedding; punctuation, spacing and line breaks are kept exactly. For
+    csv/tsv/jsonl/parquet, only the --column columns change; rows, order and
+    every other column are kept.
+    """
+    from ..io import detect_format, transform_file
+    from ..privatizer import OOV_POLICIES, Privatizer
+
+    check_epsilon(epsilon, "--epsilon")
+    check_mechanism_name(mechanism)
+    if oov not in OOV_POLICIES:
+        raise InvalidParameterError("--oov", oov, "one of " + ", ".join(OOV_POLICIES))
+    if batch_size < 1:
+        raise InvalidParameterError("--batch-size", batch_size, "an integer >= 1")
+    detect_format(input, format)  # fail fast on an unknown format, before loading anything
+    if input != "-" and not Path(input).is_file():
+        from .._errors import DataError
+
+        raise DataError(f"input file {input} does not exist or is not a file")
+    warn_seed(seed)
+    t0 = time.perf_counter()
+    emb = load_embedding_option(embedding, vocab_size)
+    mech = build_mechanism(
+        mechanism,
+        emb,
+        epsilon,
+        index=index,
+        metric=metric,
+        gamma=gamma,
+        beta=beta,
+        bits=bits,
+        binarizer=binarizer,
+    )
+    priv = Privatizer(mech, oov=oov)
+    rng = seeded(seed)
+    from ..privatizer import PrivatizeStats
+
+    totals = PrivatizeStats()
+
+    def fn(texts: list[str]) -> list[str]:
+        out, stats = priv.privatize_batch_with_stats(texts, rng)
+        totals.__iadd__(stats)
+        return out
+
+    show = None if not quiet else False
+    transform_file(input, output, fn, columns=column, format=format, batch_size=batch_size, show_progress=show)
+    if not quiet:
+        dt = time.perf_counter() - t0
+        err.print(
+            f"privatized {totals.texts:,} texts, {totals.tokens:,} word tokens "
+            f"({totals.changed:,} changed) with {mechanism} at epsilon={epsilon:g} in {dt:.1f}s",
+            highlight=False,
+        )
+        if totals.oov:
+            action = {
+                "keep": "kept as they were (NOT protected)",
+                "drop": "dropped",
+                "random": "replaced by random words",
+            }[oov]
+            err.print(
+                f"[yellow]{totals.oov:,} out-of-vocabulary tokens ({totals.oov_rate:.1%}) were {action}[/]",
+                highlight=False,
+            )

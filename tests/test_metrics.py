@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from deniable import InvalidParameterError
+from deniable.metrics import METRICS, distances_to, paired_distances, pairwise_distances
+
+FLOAT_METRICS = [m for m in METRICS if m != "hamming"]
+vectors = arrays(np.float64, (3, 4), elements=st.floats(-10, 10, allow_nan=False, width=32))
+
+
+@pytest.mark.parametrize("metric", FLOAT_METRICS)
+@settings(max_examples=40, deadline=None)
+@given(x=vectors)
+def test_metric_axioms(metric: str, x: np.ndarray) -> None:
+    d = pairwise_distances(x, x, metric)
+    assert np.all(d >= -1e-12)
+    np.testing.assert_allclose(d, d.T, atol=1e-9)
+    # triangle inequality d(a, c) <= d(a, b) + d(b, c)
+    assert d[0, 2] <= d[0, 1] + d[1, 2] + 1e-6
+    np.testing.assert_allclose(distances_to(x[0], x, metric), d[0], atol=1e-6)
+    np.testing.assert_allclose(paired_distances(x, x[::-1], metric), np.diag(d[:, ::-1]), atol=1e-6)
+
+
+def test_known_values() -> None:
+    a, b = np.array([[0.0, 0.0]]), np.array([[3.0, 4.0]])
+    assert pairwise_distances(a, b, "euclidean")[0, 0] == 5
+    assert pairwise_distances(a, b, "manhattan")[0, 0] == 7
+    assert pairwise_distances(a, b, "chebyshev")[0, 0] == 4
+    assert pairwise_distances([[1.0, 0]], [[0.0, 1]], "angular")[0, 0] == pytest.approx(0.5)
+    codes = np.packbits(np.array([[1, 0, 1, 1, 0, 0, 0, 0], [0, 0, 1, 0, 0, 0, 0, 1]], dtype=np.uint8), axis=1)
+    assert pairwise_distances(codes[:1], codes[1:], "hamming")[0, 0] == 3
+
+
+@pytest.mark.parametrize("bad", ["cosine", "sqeuclidean"])
+def test_non_metrics_are_rejected_with_a_reason(bad: str) -> None:
+    with pytest.raises(InvalidParameterError, match="triangle inequality"):
+        pairwise_distances([[1.0]], [[2.0]], bad)
+
+
+def test_unknown_metric() -> None:
+    with pytest.raises(InvalidParameterError, match="one of euclidean"):
+        pairwise_distances([[1.0]], [[2.0]], "minkowski")

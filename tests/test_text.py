@@ -1,0 +1,114 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from deniable import Embedding, InvalidParameterError, MultivariateLaplace, Privatizer
+from deniable.mechanisms.base import Mechanism
+from deniable.text import apply_case, join, split, words
+
+TOY_WORDS = ["hockey", "soccer", "puck", "goal", "game", "match", "nasa", "esa", "the", "great"]
+
+texts = st.lists(
+    st.one_of(
+        st.sampled_from(TOY_WORDS + [w.upper() for w in TOY_WORDS] + [w.title() for w in TOY_WORDS]),
+        st.sampled_from([" ", "  ", "\r\n", "\n", "\t", ",", "!", "'", "—", "é", "😀", "_", "...", "ß"]),
+        st.text(max_size=5),
+    ),
+    max_size=30,
+).map("".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(t=st.text())
+def test_split_join_roundtrip(t: str) -> None:
+    parts = split(t)
+    assert join(parts) == t
+    assert parts[1::2] == words(t)
+    assert all(p.isalnum() for p in parts[1::2])
+
+
+@pytest.mark.parametrize(
+    ("template", "word", "expected"),
+    [
+        ("hockey", "soccer", "soccer"),
+        ("Hockey", "soccer", "Soccer"),
+        ("NASA", "esa", "ESA"),
+        ("iPhone", "phone", "phone"),
+        ("A", "the", "The"),
+        ("42", "the", "the"),
+    ],
+)
+def test_apply_case(template: str, word: str, expected: str) -> None:
+    assert apply_case(template, word) == expected
+
+
+@pytest.fixture(scope="module")
+def toy() -> Embedding:
+    from conftest import make_toy_embedding
+
+    return make_toy_embedding()
+
+
+@settings(max_examples=100, deadline=None)
+@given(t=texts)
+def test_huge_epsilon_returns_the_input_exactly(toy: Embedding, t: str) -> None:
+    p = Privatizer(MultivariateLaplace(toy, epsilon=1e9), random_state=np.random.default_rng(0))
+    assert p.privatize(t) == t
+    assert p.privatize_batch([t, "", t]) == [t, "", t]
+
+
+class Shift(Mechanism):
+    """A deterministic fake mechanism: id -> id + 1 (mod V), to check the text plumbing."""
+
+    name = "shift"
+    metric = "euclidean"
+
+    def __init__(self, embedding: Embedding) -> None:
+        self.embedding = embedding
+        self.epsilon = 1.0
+
+    def privatize(self, ids, rng):  # type: ignore[no-untyped-def]
+        return (np.asarray(ids) + 1) % self.embedding.size
+
+    def distance(self, w: int, w2: int) -> float:
+        return 0.0
+
+
+def test_case_pattern_and_separators_are_kept() -> None:
+    emb = Embedding(["hockey", "soccer", "nasa", "esa"], np.eye(4, dtype=np.float32))
+    p = Privatizer(Shift(emb))
+    assert p.privatize("Hockey, NASA!\r\nhockey") == "Soccer, ESA!\r\nsoccer"
+
+
+@pytest.mark.parametrize(("oov", "expected"), [("keep", "soccer zzz, soccer"), ("drop", "soccer , soccer")])
+def test_oov_policies(oov: str, expected: str) -> None:
+    emb = Embedding(["hockey", "soccer"], np.eye(2, dtype=np.float32))
+    p = Privatizer(Shift(emb), oov=oov)
+    out, stats = p.privatize_batch_with_stats(["hockey zzz, hockey"], np.random.default_rng(0))
+    assert out == [expected]
+    assert (stats.tokens, stats.oov, stats.changed) == (3, 1, 2)
+
+
+def test_oov_random_replaces_with_vocabulary_words() -> None:
+    emb = Embedding(["hockey", "soccer"], np.eye(2, dtype=np.float32))
+    out = Privatizer(Shift(emb), oov="random").privatize("zzz qqq", np.random.default_rng(0))
+    assert all(w in ("hockey", "soccer") for w in words(out))
+
+
+def test_privatizer_validation(toy: Embedding) -> None:
+    with pytest.raises(InvalidParameterError, match="oov"):
+        Privatizer(MultivariateLaplace(toy, epsilon=1.0), oov="skip")
+    with pytest.raises(InvalidParameterError, match="mechanism"):
+        Privatizer("madlib")  # type: ignore[arg-type]
+    with pytest.raises(InvalidParameterError, match=r"texts\[1\]"):
+        Privatizer(MultivariateLaplace(toy, epsilon=1.0)).privatize_batch(["ok", None])  # type: ignore[list-item]
+
+
+def test_case_sensitive_embedding_is_looked_up_exactly() -> None:
+    emb = Embedding(["Paris", "paris"], np.eye(2, dtype=np.float32))
+    assert not emb.is_lowercase
+    p = Privatizer(Shift(emb))
+    assert p.privatize("Paris paris PARIS") == "paris Paris PARIS"
