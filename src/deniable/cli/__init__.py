@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import sys
 
-from ._common import app, run_app
-
 # Command modules register themselves on import (one line each).
 from . import privatize as _privatize  # noqa: E402,F401
+from . import serve as _serve  # noqa: E402,F401
+from ._common import app, run_app
 
 __all__ = ["app", "main"]
 
