@@ -117,22 +117,21 @@ class Privatizer:
         if n_oov and self.oov == "random":
             out[~known] = gen.integers(0, emb.size, size=n_oov)
         changed = out != ids
-        vocab = emb.index_of  # noqa: F841 - keeps the dict built
-        words_of = emb._words
-        result: list[str] = []
-        pos = 0
-        oov_policy = self.oov
-        for parts in splits:
-            n = len(parts) // 2
-            for j in range(n):
-                k = pos + j
-                if not changed[k]:
-                    if oov_policy == "drop" and ids[k] < 0:
-                        parts[2 * j + 1] = ""
-                    continue
-                tok = parts[2 * j + 1]
-                parts[2 * j + 1] = apply_case(tok, words_of[out[k]]) if lower else words_of[out[k]]
-            pos += n
-            result.append("".join(parts))
+        # Rewrite only the tokens that change (or are dropped); everything else is kept as is.
+        counts = np.fromiter((len(parts) // 2 for parts in splits), dtype=np.int64, count=len(splits))
+        offsets = np.concatenate([[0], np.cumsum(counts)])
+        words_of = emb._words  # hot path: avoid the copy made by .vocabulary
+        touch = np.nonzero(changed | ((ids < 0) & (self.oov == "drop")))[0]
+        text_of = np.searchsorted(offsets, touch, side="right") - 1
+        for k, t in zip(touch.tolist(), text_of.tolist(), strict=True):
+            parts = splits[t]
+            slot = 2 * (k - int(offsets[t])) + 1
+            if ids[k] < 0 and self.oov == "drop":
+                parts[slot] = ""
+            elif lower:
+                parts[slot] = apply_case(parts[slot], words_of[out[k]])
+            else:
+                parts[slot] = words_of[out[k]]
+        result = ["".join(parts) for parts in splits]
         stats = PrivatizeStats(texts=len(texts), tokens=len(tokens), oov=n_oov, changed=int(changed[known].sum()))
         return result, stats
