@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import sys
 
+from . import bow as _bow  # noqa: E402,F401
+from . import calibrate as _calibrate  # noqa: E402,F401
+from . import explain as _explain  # noqa: E402,F401
+
 # Command modules register themselves on import (one line each).
 from . import privatize as _privatize  # noqa: E402,F401
 from . import serve as _serve  # noqa: E402,F401

@@ -26,7 +26,8 @@ def mechanism_class(name: str) -> type[Mechanism]:
     if not isinstance(name, str) or name not in MECHANISMS:
         raise InvalidParameterError("mechanism", name, "one of " + ", ".join(sorted(MECHANISMS)))
     module, cls = MECHANISMS[name].split(":")
-    return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
+    found: type[Mechanism] = getattr(importlib.import_module(module), cls)
+    return found
 
 
 def make_mechanism(name: str, embedding: Embedding, epsilon: float, **options: Any) -> Mechanism:

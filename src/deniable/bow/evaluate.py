@@ -1,0 +1,706 @@
+"""Utility of LPLP bag-of-words releases: LDA topics and LSA + random forest (seed 002's protocol).
+
+For each setting (bin strategy, number of bins ``k``, ``eps``, ``N``) the same sample
+of documents is vectorized over the public vocabulary, compressed, noised (clamped at
+zero, which LDA needs) and analysed. Three kinds of rows:
+
+- ``reference``: LDA / LSA on the clean, *uncompressed* counts (the non-private
+  baseline), plus a second LDA seed on the same data (how much LDA itself varies);
+- ``clean``: the clean *compressed* counts (the cost of compression alone);
+- ``private``: the noisy compressed counts.
+
+Topics over bins are read back as topics over words by spreading each bin's weight
+over its words in proportion to the public frequency prior
+(:meth:`BinMap.expand`), then matched one-to-one to the reference topics (Hungarian
+assignment on cosine similarity). Metrics: Jaccard similarity of the matched
+topics' top words, exclusivity of the top words (share of a word's weight that
+falls in the topic, averaged), per-word coherence (mean pairwise NPMI of the top
+words, document co-occurrence on the clean documents), and LSA + random-forest
+category accuracy on a stratified train/test split (train and test both private).
+
+scikit-learn (``pip install deniable[eval]``) and, for plots, matplotlib
+(``deniable[report]``) are imported only here, on use.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import scipy.sparse as sp
+
+from .._errors import DataError, DeniableError, InvalidParameterError
+from .._progress import progress
+from .._validation import check_epsilon, check_int
+from .compress import BinMap, frequency_bin_map, make_bin_map
+from .noise import TwoSidedGeometric
+from .vectorize import BowVectorizer, Vocabulary, count_words
+
+__all__ = [
+    "DATASETS",
+    "EVAL_STRATEGIES",
+    "EvalConfig",
+    "Topics",
+    "chance_jaccard",
+    "exclusivity",
+    "fit_lda",
+    "jaccard_top_words",
+    "load_dataset",
+    "load_heldout",
+    "lsa_accuracy",
+    "majority_accuracy",
+    "markdown_table",
+    "match_topics",
+    "npmi_coherence",
+    "plot_results",
+    "require_sklearn",
+    "run_evaluation",
+    "top_words",
+    "write_results",
+]
+
+DATASETS = ("cfpb", "20newsgroups")
+#: ``frequency`` uses the public GloVe-rank prior; ``frequency-heldout`` uses word counts of
+#: a disjoint sample of the same data set standing in for a public corpus of the same
+#: domain (CFPB: the test split; 20 Newsgroups: messages outside the sample), which is
+#: also its within-bin prior for reading topics; ``frequency-data`` uses the evaluated
+#: documents' own counts: NOT private (the map leaks), evaluated only for comparison.
+EVAL_STRATEGIES = ("random", "frequency", "frequency-heldout", "frequency-data", "semantic", "none")
+
+
+def require_sklearn() -> Any:
+    """Import scikit-learn or raise a clear error."""
+    try:
+        import sklearn
+    except ImportError:  # pragma: no cover - depends on the install
+        raise DeniableError("the bag-of-words evaluation needs scikit-learn: pip install 'deniable[eval]'") from None
+    return sklearn
+
+
+# --------------------------------------------------------------------------- data
+def load_dataset(name: str, data_dir: str | Path, n_docs: int, seed: int = 0) -> tuple[list[str], list[str]]:
+    """A random sample of ``n_docs`` (text, label) pairs from a shared data set.
+
+    ``cfpb``: ``cfpb/train.csv.gz`` (complaint narrative, product). ``20newsgroups``:
+    ``20newsgroups/20news-19997.jsonl.gz`` with the message headers removed (text
+    after the first blank line; headers name senders and groups).
+    """
+    if name not in DATASETS:
+        raise InvalidParameterError("dataset", name, "one of " + ", ".join(DATASETS))
+    n = check_int("n_docs", n_docs, minimum=2)
+    root = Path(data_dir)
+    texts: list[str] = []
+    labels: list[str] = []
+    if name == "cfpb":
+        path = root / "cfpb" / "train.csv.gz"
+        if not path.is_file():
+            raise DataError(f"{path} not found (pass the shared data folder)")
+        with gzip.open(path, "rt", encoding="utf-8", newline="") as fh:
+            reader = csv.reader(fh)
+            header = next(reader)
+            ti, li = header.index("Consumer complaint narrative"), header.index("Product")
+            for row in reader:
+                texts.append(row[ti])
+                labels.append(row[li])
+    else:
+        path = root / "20newsgroups" / "20news-19997.jsonl.gz"
+        if not path.is_file():
+            raise DataError(f"{path} not found (pass the shared data folder)")
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            for line in fh:
+                obj = json.loads(line)
+                body = obj["text"].split("\n\n", 1)
+                texts.append(body[1] if len(body) > 1 else "")
+                labels.append(obj["label"])
+    idx = np.random.default_rng(seed).permutation(len(texts))[: min(n, len(texts))]
+    idx.sort()
+    return [texts[i] for i in idx], [labels[i] for i in idx]
+
+
+def load_heldout(name: str, data_dir: str | Path, n_docs: int, seed: int = 0, size: int = 3000) -> list[str]:
+    """Documents disjoint from :func:`load_dataset`'s sample, standing in for a same-domain public corpus.
+
+    ``cfpb``: the test split; ``20newsgroups``: up to ``size`` messages outside the sample.
+    """
+    if name == "cfpb":
+        path = Path(data_dir) / "cfpb" / "test.csv.gz"
+        if not path.is_file():
+            raise DataError(f"{path} not found (pass the shared data folder)")
+        with gzip.open(path, "rt", encoding="utf-8", newline="") as fh:
+            reader = csv.reader(fh)
+            ti = next(reader).index("Consumer complaint narrative")
+            return [row[ti] for row in reader][:size]
+    if name != "20newsgroups":
+        raise InvalidParameterError("dataset", name, "one of " + ", ".join(DATASETS))
+    all_texts, _ = load_dataset(name, data_dir, 10**9, seed=0)  # every message, file order
+    idx = np.random.default_rng(seed).permutation(len(all_texts))[n_docs : n_docs + size]
+    return [all_texts[i] for i in np.sort(idx)]
+
+
+# ------------------------------------------------------------------------ metrics
+@dataclass
+class Topics:
+    """Topic-word distributions over the vocabulary (rows sum to 1)."""
+
+    phi: npt.NDArray[np.float64]
+
+    @property
+    def n_topics(self) -> int:
+        """Number of topics."""
+        return int(self.phi.shape[0])
+
+
+def fit_lda(counts: sp.spmatrix | npt.ArrayLike, n_topics: int, *, max_iter: int, seed: int) -> npt.NDArray[np.float64]:
+    """scikit-learn batch variational LDA; returns the normalised topic-feature matrix."""
+    require_sklearn()
+    from sklearn.decomposition import LatentDirichletAllocation
+
+    x = sp.csr_matrix(counts, dtype=np.float64)
+    if x.nnz and x.data.min() < 0:
+        raise InvalidParameterError("counts", "negative entries", "non-negative counts (clamp the noise)")
+    lda = LatentDirichletAllocation(
+        n_components=n_topics, max_iter=max_iter, learning_method="batch", random_state=seed
+    )
+    lda.fit(x)
+    comp = np.asarray(lda.components_, dtype=np.float64)
+    return comp / comp.sum(axis=1, keepdims=True)
+
+
+def top_words(phi: npt.NDArray[np.float64], n: int = 10) -> npt.NDArray[np.int64]:
+    """Indices of each topic's ``n`` highest-weight features, best first (ties: lower index)."""
+    order = np.argsort(-phi, axis=1, kind="stable")
+    return order[:, :n].astype(np.int64)
+
+
+def match_topics(ref: npt.NDArray[np.float64], other: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+    """``perm[t]``: the topic of ``other`` matched to reference topic ``t`` (max total cosine)."""
+    from scipy.optimize import linear_sum_assignment
+
+    a = ref / np.maximum(np.linalg.norm(ref, axis=1, keepdims=True), 1e-300)
+    b = other / np.maximum(np.linalg.norm(other, axis=1, keepdims=True), 1e-300)
+    rows, cols = linear_sum_assignment(-(a @ b.T))
+    perm = np.empty(ref.shape[0], dtype=np.int64)
+    perm[rows] = cols
+    return perm
+
+
+def jaccard_top_words(ref: npt.NDArray[np.float64], other: npt.NDArray[np.float64], n: int = 10) -> float:
+    """Mean Jaccard similarity of the top-``n`` word sets of matched topics."""
+    perm = match_topics(ref, other)
+    ta, tb = top_words(ref, n), top_words(other[perm], n)
+    scores = [len(set(x) & set(y)) / len(set(x) | set(y)) for x, y in zip(ta.tolist(), tb.tolist(), strict=True)]
+    return float(np.mean(scores))
+
+
+def exclusivity(phi: npt.NDArray[np.float64], n: int = 10) -> float:
+    """Mean over topics and their top-``n`` words of ``phi[t, w] / sum_t' phi[t', w]``."""
+    tw = top_words(phi, n)
+    total = phi.sum(axis=0)
+    rows = np.arange(phi.shape[0])[:, None]
+    share = phi[rows, tw] / np.maximum(total[tw], 1e-300)
+    return float(share.mean())
+
+
+def npmi_coherence(phi: npt.NDArray[np.float64], clean_counts: sp.spmatrix, n: int = 10) -> float:
+    """Mean pairwise NPMI of each topic's top-``n`` words, by document co-occurrence.
+
+    ``NPMI(a, b) = log(P(a,b) / (P(a) P(b))) / -log P(a,b)``; pairs that never co-occur
+    score -1. Averaged over pairs (per word pair), then over topics.
+    """
+    occ = sp.csr_matrix(clean_counts).astype(bool).astype(np.float64).tocsc()
+    n_docs = occ.shape[0]
+    tw = top_words(phi, n)
+    scores = []
+    for words in tw.tolist():  # one small (n x n) co-occurrence block per topic
+        sub = occ[:, words]
+        co = np.asarray((sub.T @ sub).todense(), dtype=np.float64) / n_docs
+        p = np.diag(co).copy()
+        iu = np.triu_indices(len(words), 1)
+        pij = co[iu]
+        pi, pj = p[iu[0]], p[iu[1]]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            val = np.where(
+                pij > 0,
+                np.log(pij / np.maximum(pi * pj, 1e-300)) / np.maximum(-np.log(pij), 1e-12),
+                -1.0,
+            )
+        scores.append(float(val.mean()))
+    return float(np.mean(scores))
+
+
+def lsa_accuracy(
+    x: sp.spmatrix | npt.ArrayLike,
+    labels: Sequence[str],
+    train: npt.NDArray[np.bool_],
+    *,
+    n_components: int = 100,
+    n_trees: int = 100,
+    seed: int = 0,
+) -> float:
+    """LSA (sublinear TF-IDF + truncated SVD) + random forest; accuracy on the rows not in ``train``."""
+    require_sklearn()
+    from sklearn.decomposition import TruncatedSVD
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.feature_extraction.text import TfidfTransformer
+
+    m = sp.csr_matrix(x, dtype=np.float64)
+    y = np.asarray(labels)
+    tfidf = TfidfTransformer(sublinear_tf=True).fit(m[train])
+    dim = max(1, min(n_components, m.shape[1] - 1))
+    svd = TruncatedSVD(n_components=dim, random_state=seed).fit(tfidf.transform(m[train]))
+    z_train = svd.transform(tfidf.transform(m[train]))
+    z_test = svd.transform(tfidf.transform(m[~train]))
+    rf = RandomForestClassifier(n_estimators=n_trees, random_state=seed, n_jobs=1)
+    rf.fit(z_train, y[train])
+    return float(np.mean(rf.predict(z_test) == y[~train]))
+
+
+# --------------------------------------------------------------------- the sweep
+@dataclass
+class EvalConfig:
+    """What to evaluate. Kept small by default: the machine may be shared."""
+
+    dataset: str = "cfpb"
+    data_dir: str = "../shared/data"
+    n_docs: int = 1500
+    epsilons: tuple[float, ...] = (1.0, 3.0, 10.0)
+    precisions: tuple[float, ...] = (1.0, 3.0)
+    bins: tuple[int, ...] = (50, 200, 1000)
+    strategies: tuple[str, ...] = ("random", "frequency", "frequency-heldout", "frequency-data", "semantic")
+    n_topics: int | None = None
+    lda_iter: int = 8
+    top_n: int = 10
+    vocab_size: int = 20000
+    seeds: tuple[int, ...] = (0,)
+    test_fraction: float = 0.25
+    skip_duplicate_ratios: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        """Check every field; raise InvalidParameterError naming the bad one."""
+        if self.dataset not in DATASETS:
+            raise InvalidParameterError("dataset", self.dataset, "one of " + ", ".join(DATASETS))
+        check_int("n_docs", self.n_docs, minimum=20)
+        for e in self.epsilons:
+            check_epsilon(e, "epsilons")
+        for p in self.precisions:
+            check_epsilon(p, "precisions")
+        for k in self.bins:
+            check_int("bins", k, minimum=2)
+        for s in self.strategies:
+            if s not in EVAL_STRATEGIES:
+                raise InvalidParameterError("strategies", s, "one of " + ", ".join(EVAL_STRATEGIES))
+        if self.n_topics is not None:
+            check_int("n_topics", self.n_topics, minimum=2)
+        check_int("lda_iter", self.lda_iter, minimum=1)
+        check_int("top_n", self.top_n, minimum=2)
+        if not self.seeds:
+            raise InvalidParameterError("seeds", self.seeds, "at least one seed")
+        if not 0.05 <= self.test_fraction <= 0.5:
+            raise InvalidParameterError("test_fraction", self.test_fraction, "a number in [0.05, 0.5]")
+
+    def noise_settings(self) -> list[tuple[float, float]]:
+        """(eps, N) pairs; only eps/N matters, so duplicate ratios are skipped by default."""
+        out: list[tuple[float, float]] = []
+        seen: set[float] = set()
+        for n in self.precisions:
+            for e in self.epsilons:
+                r = round(e / n, 12)
+                if self.skip_duplicate_ratios and r in seen:
+                    continue
+                seen.add(r)
+                out.append((e, n))
+        return out
+
+
+def _split(labels: Sequence[str], fraction: float, seed: int) -> npt.NDArray[np.bool_]:
+    require_sklearn()
+    from sklearn.model_selection import train_test_split
+
+    idx = np.arange(len(labels))
+    y = np.asarray(labels)
+    counts = {c: int((y == c).sum()) for c in set(labels)}
+    strat = y if min(counts.values()) >= 2 else None
+    tr, _ = train_test_split(idx, test_size=fraction, random_state=seed, stratify=strat)
+    mask = np.zeros(len(labels), dtype=bool)
+    mask[tr] = True
+    return mask
+
+
+def run_evaluation(
+    config: EvalConfig,
+    *,
+    texts: Sequence[str] | None = None,
+    labels: Sequence[str] | None = None,
+    vocabulary: Vocabulary | None = None,
+    heldout: Sequence[str] | None = None,
+    show_progress: bool | None = None,
+    log: Callable[[str], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Run the sweep and return one dict per (condition, seed).
+
+    ``texts``/``labels`` override loading ``config.dataset`` from ``config.data_dir``;
+    ``heldout`` (documents disjoint from them) is needed for ``frequency-heldout``.
+    """
+    require_sklearn()
+    config.validate()
+    say = log or (lambda s: None)
+    if texts is None or labels is None:
+        texts, labels = load_dataset(config.dataset, config.data_dir, config.n_docs, seed=0)
+        if heldout is None and "frequency-heldout" in config.strategies:
+            heldout = load_heldout(config.dataset, config.data_dir, config.n_docs, seed=0)
+    if heldout is None and "frequency-heldout" in config.strategies:
+        raise InvalidParameterError("heldout", None, "documents disjoint from texts, for frequency-heldout")
+    if len(texts) != len(labels):
+        raise InvalidParameterError("labels", f"{len(labels)} labels", f"one per document ({len(texts)})")
+    vocab = vocabulary or Vocabulary.from_embedding(size=config.vocab_size)
+    x, n_tok, n_counted = BowVectorizer(vocab).transform_with_stats(list(texts))
+    keep_docs = np.asarray(x.sum(axis=1)).ravel() > 0
+    x = x[keep_docs]
+    labels = [lab for lab, k in zip(labels, keep_docs.tolist(), strict=True) if k]
+    n_topics = config.n_topics or len(set(labels))
+    data_freq = np.asarray(x.sum(axis=0), dtype=np.float64).ravel()
+    # the public GloVe-rank prior (sums to ~10) breaks ties between held-out words never seen
+    heldout_freq = count_words([list(heldout)], vocab) + vocab.frequencies if heldout is not None else None
+    settings = config.noise_settings()
+    bins = [k for k in config.bins if k <= vocab.size]
+    n_conditions = len(config.seeds) * (
+        2 + sum((1 + len(settings)) * (1 if s == "none" else len(bins)) for s in config.strategies)
+    )
+    say(
+        f"{config.dataset}: {x.shape[0]:,} documents with counted words, vocabulary {vocab.size:,} "
+        f"(coverage {n_counted / max(n_tok, 1):.1%} of word tokens incl. stop words), {n_topics} topics, "
+        f"{n_conditions} fits"
+    )
+    rows: list[dict[str, Any]] = []
+    base = {"dataset": config.dataset, "documents": int(x.shape[0]), "topics": n_topics}
+    nan = math.nan
+
+    def add(
+        kind: str,
+        strategy: str,
+        k: int,
+        eps: float,
+        prec: float,
+        seed: int,
+        t0: float,
+        metrics: dict[str, float],
+        acc: float,
+    ) -> None:
+        rows.append(
+            {
+                **base,
+                "kind": kind,
+                "strategy": strategy,
+                "bins": k,
+                "epsilon": eps,
+                "precision": prec,
+                "eps_over_n": eps / prec if kind == "private" else math.inf,
+                "seed": seed,
+                **metrics,
+                "accuracy": acc,
+                "majority": majority,
+                "seconds": time.perf_counter() - t0,
+            }
+        )
+        say(_row_line(rows[-1]))
+        advance(1)
+
+    with progress(n_conditions, "evaluating", enabled=show_progress) as advance:
+        for seed in config.seeds:
+            train = _split(labels, config.test_fraction, seed)
+            majority = majority_accuracy(labels, train)
+            t0 = time.perf_counter()
+            ref = fit_lda(x, n_topics, max_iter=config.lda_iter, seed=seed)
+            m_ref = _word_metrics(ref, ref, x, config.top_n)
+            add(
+                "reference",
+                "none",
+                vocab.size,
+                math.inf,
+                nan,
+                seed,
+                t0,
+                {**m_ref, "jaccard_bins": 1.0, "jaccard_noise": nan, "chance_bins": nan},
+                lsa_accuracy(x, labels, train, seed=seed),
+            )
+            t0 = time.perf_counter()
+            ref2 = fit_lda(x, n_topics, max_iter=config.lda_iter, seed=seed + 1000)
+            add(
+                "reference-reseeded",
+                "none",
+                vocab.size,
+                math.inf,
+                nan,
+                seed,
+                t0,
+                {
+                    **_word_metrics(ref, ref2, x, config.top_n),
+                    "jaccard_bins": nan,
+                    "jaccard_noise": nan,
+                    "chance_bins": nan,
+                },
+                nan,
+            )
+            for strategy in config.strategies:
+                for k in [vocab.size] if strategy == "none" else bins:
+                    bmap = _bin_map(strategy, vocab, k, seed, data_freq, heldout_freq)
+                    weights = heldout_freq if strategy == "frequency-heldout" else vocab.frequencies
+                    assert weights is not None  # noqa: S101 - checked above
+                    c = bmap.apply(x)
+                    ref_bins = np.asarray(bmap.matrix().T @ ref.T).T  # reference topics seen through the bins
+                    chance = chance_jaccard(k, config.top_n)
+                    t0 = time.perf_counter()
+                    clean_bins = fit_lda(c, n_topics, max_iter=config.lda_iter, seed=seed)
+                    add(
+                        "clean",
+                        strategy,
+                        k,
+                        math.inf,
+                        nan,
+                        seed,
+                        t0,
+                        {
+                            **_word_metrics(ref, bmap.expand(clean_bins, weights), x, config.top_n),
+                            "jaccard_bins": jaccard_top_words(ref_bins, clean_bins, config.top_n),
+                            "jaccard_noise": nan,
+                            "chance_bins": chance,
+                        },
+                        lsa_accuracy(c, labels, train, seed=seed),
+                    )
+                    for eps, prec in settings:
+                        t0 = time.perf_counter()
+                        mech = TwoSidedGeometric(eps, prec, clamp=True)
+                        noise_rng = np.random.default_rng([seed, round(eps * 1000), round(prec * 1000), k])
+                        m = sp.csr_matrix(mech.privatize(c, noise_rng))
+                        phi_bins = fit_lda(m, n_topics, max_iter=config.lda_iter, seed=seed)
+                        add(
+                            "private",
+                            strategy,
+                            k,
+                            eps,
+                            prec,
+                            seed,
+                            t0,
+                            {
+                                **_word_metrics(ref, bmap.expand(phi_bins, weights), x, config.top_n),
+                                "jaccard_bins": jaccard_top_words(ref_bins, phi_bins, config.top_n),
+                                "jaccard_noise": jaccard_top_words(clean_bins, phi_bins, config.top_n),
+                                "chance_bins": chance,
+                            },
+                            lsa_accuracy(m, labels, train, seed=seed),
+                        )
+    return rows
+
+
+def majority_accuracy(labels: Sequence[str], train: npt.NDArray[np.bool_]) -> float:
+    """Accuracy on the test rows of always predicting the most frequent training label."""
+    y = np.asarray(labels)
+    values, counts = np.unique(y[train], return_counts=True)
+    return float(np.mean(y[~train] == values[np.argmax(counts)]))
+
+
+def chance_jaccard(k: int, n: int) -> float:
+    """Expected Jaccard similarity of two independent uniformly random ``n``-subsets of ``k`` items."""
+    from scipy.stats import hypergeom
+
+    n = min(n, k)
+    i = np.arange(0, n + 1)
+    p = hypergeom(k, n, n).pmf(i)
+    return float(np.sum(p * i / (2 * n - i)))
+
+
+def _bin_map(
+    strategy: str,
+    vocab: Vocabulary,
+    k: int,
+    seed: int,
+    data_freq: npt.NDArray[np.float64],
+    heldout_freq: npt.NDArray[np.float64] | None,
+) -> BinMap:
+    if strategy == "frequency-data":
+        return frequency_bin_map(data_freq, k, source="private data (evaluation only: NOT private)")
+    if strategy == "frequency-heldout":
+        assert heldout_freq is not None  # noqa: S101
+        return frequency_bin_map(heldout_freq, k, source="held-out documents of the same data set")
+    return make_bin_map(strategy, vocab, k, seed=seed)
+
+
+def _word_metrics(
+    ref: npt.NDArray[np.float64], phi: npt.NDArray[np.float64], x: sp.spmatrix, n: int
+) -> dict[str, float]:
+    return {
+        "jaccard": jaccard_top_words(ref, phi, n),
+        "exclusivity": exclusivity(phi, n),
+        "npmi": npmi_coherence(phi, x, n),
+    }
+
+
+def _row_line(r: dict[str, Any]) -> str:
+    return (
+        f"{r['kind']:>9} {r['strategy']:>14} k={r['bins']:<6} eps={r['epsilon']:<5g} N={r['precision']:<4g} "
+        f"J_words={r['jaccard']:.3f} J_bins={r['jaccard_bins']:.3f} J_noise={r['jaccard_noise']:.3f} "
+        f"excl={r['exclusivity']:.3f} npmi={r['npmi']:.3f} acc={r['accuracy']:.3f} ({r['seconds']:.1f}s)"
+    )
+
+
+# ------------------------------------------------------------------------ output
+_COLUMNS = [
+    "dataset",
+    "documents",
+    "topics",
+    "kind",
+    "strategy",
+    "bins",
+    "epsilon",
+    "precision",
+    "eps_over_n",
+    "seed",
+    "jaccard",
+    "jaccard_bins",
+    "jaccard_noise",
+    "chance_bins",
+    "exclusivity",
+    "npmi",
+    "accuracy",
+    "majority",
+    "seconds",
+]
+
+
+def write_results(rows: Sequence[dict[str, Any]], folder: str | Path, config: EvalConfig | None = None) -> list[Path]:
+    """``results.csv`` (all rows), ``results.md`` (mean over seeds) and ``config.json``."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    with open(out / "results.csv", "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=_COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow(r)
+    paths.append(out / "results.csv")
+    (out / "results.md").write_text(markdown_table(rows) + "\n", encoding="utf-8")
+    paths.append(out / "results.md")
+    if config is not None:
+        (out / "config.json").write_text(json.dumps(asdict(config), indent=2, default=str) + "\n")
+        paths.append(out / "config.json")
+    return paths
+
+
+_METRICS = ("jaccard", "jaccard_bins", "jaccard_noise", "chance_bins", "exclusivity", "npmi", "accuracy")
+
+
+def _aggregate(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in rows:
+        key = (r["dataset"], r["kind"], r["strategy"], r["bins"], r["epsilon"], r["precision"])
+        groups.setdefault(key, []).append(r)
+    out = []
+    for key, rs in groups.items():
+        agg = dict(zip(("dataset", "kind", "strategy", "bins", "epsilon", "precision"), key, strict=True))
+        agg["eps_over_n"] = rs[0]["eps_over_n"]
+        agg["seeds"] = len(rs)
+        for m in _METRICS:
+            vals = np.array([r[m] for r in rs], dtype=np.float64)
+            agg[m] = float(np.nanmean(vals)) if np.any(~np.isnan(vals)) else math.nan
+            agg[m + "_sd"] = float(np.nanstd(vals)) if np.sum(~np.isnan(vals)) > 1 else math.nan
+        out.append(agg)
+    return out
+
+
+def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
+    """Mean over seeds (± standard deviation when there are several) as a markdown table."""
+    agg = _aggregate(rows)
+    head = (
+        "| dataset | kind | strategy | bins | eps | N | eps/N | Jaccard words | Jaccard bins | "
+        "Jaccard vs clean bins | chance (bins) | exclusivity | NPMI | accuracy |"
+    )
+    lines = [head, "|" + "---|" * 14]
+    majority = {r["dataset"]: r.get("majority", math.nan) for r in rows}
+
+    def f(v: float, sd: float = math.nan) -> str:
+        if isinstance(v, float) and math.isnan(v):
+            return "–"
+        return f"{v:.3f}" + (f" ± {sd:.3f}" if not math.isnan(sd) else "")
+
+    def g(v: float) -> str:
+        return "–" if (isinstance(v, float) and (math.isnan(v) or math.isinf(v))) else f"{v:g}"
+
+    for a in agg:
+        lines.append(
+            f"| {a['dataset']} | {a['kind']} | {a['strategy']} | {a['bins']} | {g(a['epsilon'])} | "
+            f"{g(a['precision'])} | {g(a['eps_over_n'])} | {f(a['jaccard'], a['jaccard_sd'])} | "
+            f"{f(a['jaccard_bins'], a['jaccard_bins_sd'])} | {f(a['jaccard_noise'], a['jaccard_noise_sd'])} | "
+            f"{f(a['chance_bins'])} | "
+            f"{f(a['exclusivity'], a['exclusivity_sd'])} | {f(a['npmi'], a['npmi_sd'])} | "
+            f"{f(a['accuracy'], a['accuracy_sd'])} |"
+        )
+    notes = [f"{d}: majority-class accuracy {m:.3f}" for d, m in majority.items() if not math.isnan(m)]
+    return "\n".join(lines + (["", *notes] if notes else []))
+
+
+def plot_results(rows: Sequence[dict[str, Any]], folder: str | Path) -> list[Path]:
+    """One PNG per dataset: each metric against eps/N, one panel per k, a line per strategy.
+
+    Dashed lines: the clean compressed baseline of each strategy; dotted black: the
+    clean uncompressed reference.
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:  # pragma: no cover - depends on the install
+        raise DeniableError("plots need matplotlib: pip install 'deniable[report]'") from None
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    agg = _aggregate(rows)
+    paths = []
+    metrics = ("jaccard", "jaccard_bins", "jaccard_noise", "exclusivity", "npmi", "accuracy")
+    for dataset in sorted({a["dataset"] for a in agg}):
+        ds = [a for a in agg if a["dataset"] == dataset]
+        ks = sorted({a["bins"] for a in ds if a["kind"] in ("private", "clean") and a["strategy"] != "none"})
+        if not ks:
+            continue
+        strategies = sorted({a["strategy"] for a in ds if a["kind"] == "private"})
+        ref = next((a for a in ds if a["kind"] == "reference"), None)
+        fig, axes = plt.subplots(len(metrics), len(ks), figsize=(4 * len(ks), 3 * len(metrics)), squeeze=False)
+        colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        for j, k in enumerate(ks):
+            for i, metric in enumerate(metrics):
+                ax = axes[i][j]
+                for si, s in enumerate(strategies):
+                    pts = sorted(
+                        (a["eps_over_n"], a[metric])
+                        for a in ds
+                        if a["kind"] == "private" and a["strategy"] == s and a["bins"] == k
+                    )
+                    if pts:
+                        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", color=colors[si % len(colors)], label=s)
+                    clean = [a[metric] for a in ds if a["kind"] == "clean" and a["strategy"] == s and a["bins"] == k]
+                    if clean and not math.isnan(clean[0]):
+                        ax.axhline(clean[0], ls="--", lw=1, color=colors[si % len(colors)])
+                if ref is not None and not math.isnan(ref[metric]):
+                    ax.axhline(ref[metric], ls=":", color="black", lw=1, label="clean, uncompressed")
+                ax.set_xscale("log")
+                ax.set_title(f"k={k}", fontsize=9)
+                ax.set_xlabel("eps / N")
+                ax.set_ylabel(metric)
+                if i == 0 and j == 0:
+                    ax.legend(fontsize=7)
+        fig.suptitle(f"{dataset}: LPLP bag-of-words utility (dashed: clean compressed)")
+        fig.tight_layout()
+        path = out / f"{dataset}.png"
+        fig.savefig(path, dpi=90)
+        plt.close(fig)
+        paths.append(path)
+    return paths

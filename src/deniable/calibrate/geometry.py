@@ -1,0 +1,167 @@
+"""Embedding geometry: distances from words to their k-th nearest neighbours (SPEC section 5).
+
+Seed 000 (Fig. 2) and seed 003 (Fig. 1) summarise an embedding by the distance from each
+word to its k-th nearest neighbour, for k on a log grid from 1 to 1000: the 5th, 20th,
+50th, 80th and 95th percentiles over the vocabulary as curves against k, and the
+histogram of the distances at k = 10. Those distances are what ``eps * d(w, w')`` is
+measured in, so they tell which epsilon makes neighbours indistinguishable.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from .._errors import InvalidParameterError
+from .._progress import progress
+from .._validation import check_choice, check_int
+from ..embedding import Embedding
+from .stats import WordsArg, resolve_words
+
+__all__ = ["DEFAULT_KS", "DEFAULT_PERCENTILES", "NeighbourDistances", "neighbour_distances"]
+
+#: k on a log grid from 1 to 1000 (1, 2, 5 per decade).
+DEFAULT_KS: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
+#: The percentiles the papers plot.
+DEFAULT_PERCENTILES: tuple[float, ...] = (5, 20, 50, 80, 95)
+
+
+@dataclass(frozen=True, eq=False)
+class NeighbourDistances:
+    """Distances ``distances[i, j]`` from word ``ids[i]`` to its ``ks[j]``-th nearest neighbour.
+
+    The word itself is not its own neighbour (k = 1 is the nearest *other* word).
+    """
+
+    ids: npt.NDArray[np.int64]
+    ks: tuple[int, ...]
+    distances: npt.NDArray[np.float32]
+    metric: str
+    vocab_size: int
+    index: str
+    seconds: float = 0.0
+
+    def __len__(self) -> int:
+        return int(self.ids.size)
+
+    @property
+    def sampled(self) -> bool:
+        """True when the words are a sample of the vocabulary, not all of it."""
+        return self.ids.size < self.vocab_size
+
+    def percentiles(self, percentiles: Sequence[float] = DEFAULT_PERCENTILES) -> npt.NDArray[np.float64]:
+        """``(len(percentiles), len(ks))``: each percentile over the words, for each k."""
+        return np.percentile(self.distances.astype(np.float64), list(percentiles), axis=0)
+
+    def at(self, k: int) -> npt.NDArray[np.float32]:
+        """The distances to the k-th neighbour (k must be in :attr:`ks`)."""
+        if k not in self.ks:
+            raise InvalidParameterError("k", k, "one of " + ", ".join(map(str, self.ks)))
+        return self.distances[:, self.ks.index(k)]
+
+    def histogram(self, k: int = 10, bins: int = 50) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """``(counts, edges)`` of the distances to the k-th neighbour."""
+        counts, edges = np.histogram(self.at(k), bins=bins)
+        return counts.astype(np.int64), edges
+
+    def table(self, percentiles: Sequence[float] = DEFAULT_PERCENTILES) -> list[dict[str, float]]:
+        """One row per k: ``{"k": k, "p5": ..., "p20": ..., ...}``."""
+        pct = self.percentiles(percentiles)
+        rows = []
+        for j, k in enumerate(self.ks):
+            row: dict[str, float] = {"k": k}
+            for i, p in enumerate(percentiles):
+                row[f"p{p:g}"] = float(pct[i, j])
+            rows.append(row)
+        return rows
+
+    def describe(self) -> str:
+        """One line saying which words the summary covers."""
+        what = (
+            f"a uniform random sample of {self.ids.size:,} of the {self.vocab_size:,} words"
+            if self.sampled
+            else f"all {self.vocab_size:,} words"
+        )
+        return f"{self.metric} distance to the k-th nearest other word, over {what} ({self.index} search)"
+
+
+def neighbour_distances(
+    embedding: Embedding,
+    words: WordsArg = None,
+    *,
+    ks: Sequence[int] | None = None,
+    metric: str = "euclidean",
+    index: str = "exact",
+    rng: np.random.Generator | None = None,
+    batch_size: int = 1024,
+    show_progress: bool | None = None,
+) -> NeighbourDistances:
+    """Distances from each word to its k-th nearest neighbours, for every k in ``ks``.
+
+    Parameters
+    ----------
+    embedding
+        The embedding.
+    words
+        ``None`` (every word: a V x V computation, about an hour for 400k words on two
+        cores), an ``int`` n (a uniform random sample of n words, drawn with ``rng``), or
+        words / ids. Neighbours are always searched in the whole vocabulary.
+    ks
+        Neighbour ranks (1 = nearest other word), at most V - 1. Default: :data:`DEFAULT_KS`
+        (1 to 1000 on a log grid), cut at V - 1 for small vocabularies.
+    metric
+        ``"euclidean"`` (the papers') or ``"angular"`` (``arccos(cos)/pi``, from the
+        Euclidean distance between unit vectors, a monotone function of it).
+    index
+        ``"exact"`` (default), ``"flat"`` (faiss exact) or ``"hnsw"`` (approximate: can
+        miss neighbours, so distances may come out slightly too large).
+    """
+    from ..index import make_index
+
+    metric = check_choice("metric", metric, ("euclidean", "angular"))
+    index = check_choice("index", index, ("exact", "flat", "hnsw"))
+    if ks is None:
+        ks = [k for k in DEFAULT_KS if k < embedding.size] or [embedding.size - 1]
+    if embedding.size < 2:
+        raise InvalidParameterError("embedding", embedding.size, "at least 2 words")
+    k_list = sorted({check_int("ks", k, minimum=1, maximum=embedding.size - 1) for k in ks})
+    if not k_list:
+        raise InvalidParameterError("ks", list(ks), "at least one k >= 1")
+    batch_size = check_int("batch_size", batch_size, minimum=1)
+    ids = resolve_words(embedding, words, rng)
+    t0 = time.perf_counter()
+    emb = embedding
+    if metric == "angular":
+        vec = np.asarray(embedding.vectors, dtype=np.float64)
+        norms = np.linalg.norm(vec, axis=1, keepdims=True)
+        emb = Embedding(embedding.vocabulary, vec / np.where(norms == 0, 1.0, norms), name=embedding.name + "/unit")
+    search = make_index(emb, index)
+    kmax = k_list[-1]
+    cols = np.asarray(k_list) - 1
+    out = np.empty((ids.size, len(k_list)), dtype=np.float32)
+    vectors = emb.vectors
+    with progress(ids.size, "nearest neighbours", enabled=show_progress) as advance:
+        for s in range(0, ids.size, batch_size):
+            q = ids[s : s + batch_size]
+            d2, nn = search.search(vectors[q], kmax + 1)
+            d2 = d2.astype(np.float64)
+            d2[nn == q[:, None]] = np.inf  # the word itself is not a neighbour
+            d2 = np.sort(d2, axis=1)[:, :kmax]
+            dist = np.sqrt(np.maximum(d2[:, cols], 0.0))
+            if metric == "angular":  # chord length e between unit vectors -> angle / pi
+                dist = 2.0 * np.arcsin(np.minimum(dist / 2.0, 1.0)) / np.pi
+            out[s : s + q.size] = dist
+            advance(q.size)
+    return NeighbourDistances(
+        ids=ids,
+        ks=tuple(k_list),
+        distances=out,
+        metric=metric,
+        vocab_size=embedding.size,
+        index=index,
+        seconds=time.perf_counter() - t0,
+    )

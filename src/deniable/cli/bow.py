@@ -1,0 +1,385 @@
+"""``deniable bow ...``: bag-of-words releases with limited-precision local privacy (seed 002)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from .._errors import DataError, InvalidParameterError
+from .._validation import check_epsilon, check_int
+from ._common import app, err, seeded, warn_seed
+
+__all__ = ["bow_app", "parse_size"]
+
+bow_app = typer.Typer(
+    help="Bag-of-words releases with (N, eps)-limited-precision local privacy: count vectors, "
+    "compression into bins, two-sided geometric noise; and their evaluation (LDA, LSA).",
+    no_args_is_help=True,
+)
+app.add_typer(bow_app, name="bow")
+
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
+
+
+def parse_size(name: str, text: str) -> int:
+    """``"2G"``, ``"500MB"``, ``"1.5GiB"``, ``"1000000"`` -> bytes (powers of 1024)."""
+    m = _SIZE.match(text)
+    if not m:
+        raise InvalidParameterError(name, text, "a size such as 2G, 500M or 1000000 (bytes)")
+    unit = m.group(2).lower()
+    value = float(m.group(1)) * (1024 ** ("kmgt".index(unit) + 1) if unit else 1)
+    if value < 1:
+        raise InvalidParameterError(name, text, "at least 1 byte")
+    return int(value)
+
+
+def _ints(name: str, text: str, minimum: int = 1) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise InvalidParameterError(name, text, "comma-separated integers, e.g. 50,200,1000") from None
+    if not values:
+        raise InvalidParameterError(name, text, "at least one integer")
+    return [check_int(name, v, minimum=minimum) for v in values]
+
+
+def _floats(name: str, text: str) -> list[float]:
+    try:
+        values = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise InvalidParameterError(name, text, "comma-separated numbers, e.g. 1,3,10") from None
+    if not values:
+        raise InvalidParameterError(name, text, "at least one number")
+    return [check_epsilon(v, name) for v in values]
+
+
+@bow_app.command("privatize")
+def privatize_cmd(
+    input: Annotated[
+        str, typer.Argument(help="Documents: txt (one per line), csv, tsv, jsonl or parquet (.gz ok), or - for stdin.")
+    ],
+    output: Annotated[
+        str, typer.Option("--output", "-o", help="Release folder to create (matrix.npz, bins.parquet, params.json).")
+    ],
+    epsilon: Annotated[float, typer.Option("--epsilon", "-e", help="Privacy parameter (> 0).")],
+    precision: Annotated[
+        float,
+        typer.Option(
+            "--precision",
+            "-N",
+            help="N: documents within l1 distance N (N word insertions/deletions) are eps-indistinguishable.",
+        ),
+    ] = 1.0,
+    bins: Annotated[
+        int,
+        typer.Option("--bins", "-k", help="Horizontal compression: number of bins k (ignored with --strategy none)."),
+    ] = 500,
+    strategy: Annotated[
+        str,
+        typer.Option(
+            "--strategy",
+            help="Bin map: frequency (balanced by a public frequency prior), random, "
+            "semantic (k-means on the embedding) or none.",
+        ),
+    ] = "frequency",
+    group: Annotated[
+        int,
+        typer.Option(
+            "--group", "-g", help="Vertical compression: sum this many consecutive documents per released row."
+        ),
+    ] = 1,
+    clamp: Annotated[
+        bool,
+        typer.Option(
+            "--clamp/--no-clamp", help="Replace negative noisy counts by 0 (post-processing; biased but sparser)."
+        ),
+    ] = False,
+    column: Annotated[str | None, typer.Option("--column", "-c", help="Text column (csv/tsv/jsonl/parquet).")] = None,
+    format: Annotated[
+        str | None,
+        typer.Option("--format", "-f", help="txt, csv, tsv, jsonl or parquet (default: from the file name)."),
+    ] = None,
+    vocabulary: Annotated[
+        str | None,
+        typer.Option(
+            "--vocabulary",
+            help="A PUBLIC word list (one per line, in frequency order, or word<TAB>count). "
+            "Default: the embedding's most frequent words.",
+        ),
+    ] = None,
+    vocab_size: Annotated[
+        int, typer.Option("--vocab-size", help="Words taken from the embedding for the default vocabulary.")
+    ] = 20000,
+    stop_words: Annotated[
+        str, typer.Option("--stop-words", help="english (drop 318 function words) or none.")
+    ] = "english",
+    embedding: Annotated[
+        str | None,
+        typer.Option(
+            "--embedding",
+            help="Embedding for the default vocabulary and --strategy semantic. Default: built-in GloVe 6B 50-d.",
+        ),
+    ] = None,
+    public_corpus: Annotated[
+        str | None,
+        typer.Option(
+            "--public-corpus", help="A PUBLIC corpus (same formats) whose word counts set the frequency prior."
+        ),
+    ] = None,
+    public_column: Annotated[
+        str | None, typer.Option("--public-column", help="Text column of --public-corpus.")
+    ] = None,
+    map_from_data: Annotated[
+        bool,
+        typer.Option(
+            "--map-from-data",
+            help="Compute the frequency map from the input itself. LEAKS word frequencies: "
+            "the release is then private only conditionally on the map.",
+        ),
+    ] = False,
+    map_seed: Annotated[
+        int | None,
+        typer.Option(
+            "--map-seed", help="Seed of the random/semantic bin map (public, saved with the release). Default: fresh."
+        ),
+    ] = None,
+    seed: Annotated[
+        int | None, typer.Option("--seed", help="Seed of the noise: reproducible output for experiments, NOT private.")
+    ] = None,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Documents per batch.")] = 1000,
+    max_memory: Annotated[
+        str, typer.Option("--max-memory", help="Refuse when the (dense) noisy matrix would exceed this size.")
+    ] = "2G",
+    report: Annotated[
+        str | None,
+        typer.Option(
+            "--report",
+            help="Also write the noise report (computed from the PRIVATE counts: keep it out "
+            "of the release) to this JSON file.",
+        ),
+    ] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing release folder.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")] = False,
+) -> None:
+    """Release noisy bag-of-words counts with (N, eps)-limited-precision local privacy.
+
+    Documents are counted over a public vocabulary, compressed into k bins (and
+    optionally groups of g documents), and every entry of the compressed matrix gets
+    two-sided geometric noise with alpha = exp(-eps/N). The release is dense: rows x k
+    noisy integers.
+    """
+    from ..bow import STRATEGIES, BowPrivatizer, BowVectorizer, TwoSidedGeometric, count_words, make_bin_map
+    from ..io import detect_format, iter_texts
+
+    eps = check_epsilon(epsilon, "--epsilon")
+    if precision <= 0:
+        raise InvalidParameterError("--precision", precision, "a number > 0")
+    mech = TwoSidedGeometric(eps, precision, clamp=clamp)
+    if strategy not in STRATEGIES:
+        raise InvalidParameterError("--strategy", strategy, "one of " + ", ".join(STRATEGIES))
+    check_int("--bins", bins, minimum=1)
+    check_int("--group", group, minimum=1)
+    check_int("--batch-size", batch_size, minimum=1)
+    check_int("--vocab-size", vocab_size, minimum=1)
+    limit = parse_size("--max-memory", max_memory)
+    if map_from_data and strategy != "frequency":
+        raise InvalidParameterError("--map-from-data", True, "only with --strategy frequency")
+    if map_from_data and public_corpus:
+        raise InvalidParameterError("--map-from-data", True, "not together with --public-corpus")
+    if map_from_data and input == "-":
+        raise InvalidParameterError("--map-from-data", True, "a file input (the input is read twice)")
+    if public_corpus and strategy != "frequency":
+        raise InvalidParameterError("--public-corpus", public_corpus, "only with --strategy frequency")
+    columns = [column] if column else None
+    detect_format(input, format)
+    if input != "-" and not Path(input).is_file():
+        raise DataError(f"input file {input} does not exist or is not a file")
+    out = Path(output)
+    if out.exists() and not overwrite and (not out.is_dir() or any(out.iterdir())):
+        raise InvalidParameterError("--output", output, "a new or empty folder (or pass --overwrite)")
+    if report is not None and Path(report).resolve().is_relative_to(out.resolve()):
+        raise InvalidParameterError("--report", report, "a path outside the release folder (the report is not private)")
+    warn_seed(seed)
+    t0 = time.perf_counter()
+    vocab = _load_vocabulary(vocabulary, vocab_size, stop_words, embedding)
+    if strategy != "none" and bins > vocab.size:
+        raise InvalidParameterError("--bins", bins, f"at most the vocabulary size ({vocab.size})")
+    mseed = map_seed if map_seed is not None else secrets.randbelow(2**31)
+    frequencies = None
+    freq_source = None
+    if public_corpus:
+        pcols = [public_column] if public_column else None
+        frequencies = count_words(
+            iter_texts(public_corpus, columns=pcols, batch_size=batch_size, show_progress=False if quiet else None),
+            vocab,
+        )
+        freq_source = f"public corpus {Path(public_corpus).name}"
+    elif map_from_data:
+        frequencies = count_words(
+            iter_texts(
+                input, columns=columns, format=format, batch_size=batch_size, show_progress=False if quiet else None
+            ),
+            vocab,
+        )
+        freq_source = "private data (NOT private: the release is private only conditionally on this map)"
+        err.print(
+            "[yellow]warning:[/] --map-from-data: the bin map is computed from the private documents "
+            "and leaks their word frequencies."
+        )
+    emb = _embedding(embedding) if strategy == "semantic" else None
+    bin_map = make_bin_map(
+        strategy, vocab, bins, seed=mseed, frequencies=frequencies, frequency_source=freq_source, embedding=emb
+    )
+    params: dict[str, Any] = {
+        "map_assumption": (
+            "the bin map was computed from the private documents (leaks)"
+            if map_from_data
+            else "the vocabulary and bin map are data-independent (public sources or a seed)"
+        ),
+    }
+    priv = BowPrivatizer(BowVectorizer(vocab), mech, bin_map, group=group, max_memory=limit, params=params)
+    rng = seeded(seed)
+    batches = iter_texts(
+        input, columns=columns, format=format, batch_size=batch_size, show_progress=False if quiet else None
+    )
+    release, noise_report = priv.release(batches, rng, seeded=seed is not None, batch_size_hint=batch_size)
+    release.save(out, overwrite=overwrite)
+    if report is not None:
+        Path(report).write_text(json.dumps(noise_report.as_dict(), indent=2, default=str) + "\n")
+    if not quiet:
+        err.print(f"{mech.describe()}; {bin_map.strategy} map, k={bin_map.n_bins:,}, g={group}", highlight=False)
+        err.print(noise_report.summary(), highlight=False)
+        err.print(
+            f"wrote {out}/ (matrix.npz, bins.parquet, params.json) in {time.perf_counter() - t0:.1f}s; "
+            "the noise report above is computed from the private counts and is not in the release",
+            highlight=False,
+        )
+
+
+def _embedding(path: str | None) -> Any:
+    from ..embeddings import load_embedding
+
+    return load_embedding(path)
+
+
+def _load_vocabulary(vocabulary: str | None, vocab_size: int, stop_words: str, embedding: str | None) -> Any:
+    from ..bow import Vocabulary
+    from ..bow.vectorize import resolve_stop_words
+
+    if stop_words not in ("english", "none"):
+        raise InvalidParameterError("--stop-words", stop_words, "'english' or 'none'")
+    resolve_stop_words(stop_words)
+    if vocabulary is not None:
+        return Vocabulary.from_file(vocabulary, stop_words=stop_words)
+    return Vocabulary.from_embedding(_embedding(embedding), size=vocab_size, stop_words=stop_words)
+
+
+@bow_app.command("inspect")
+def inspect_cmd(
+    release: Annotated[str, typer.Argument(help="A release folder written by `deniable bow privatize`.")],
+    show_bins: Annotated[int, typer.Option("--show-bins", help="Print the most frequent words of this many bins.")] = 5,
+) -> None:
+    """Print a release's parameters, shape and bin map summary."""
+    import numpy as np
+
+    from ..bow import load_release
+
+    rel = load_release(release)
+    typer.echo(json.dumps(rel.params, indent=2, sort_keys=True, default=str))
+    sizes = rel.bin_map.bin_sizes()
+    typer.echo(
+        f"matrix {rel.shape[0]:,} x {rel.shape[1]:,}, {rel.matrix.nnz:,} stored entries; "
+        f"words per bin: min {sizes.min()}, median {int(np.median(sizes))}, max {sizes.max()}"
+    )
+    for b in range(min(show_bins, rel.bin_map.n_bins)):
+        typer.echo(f"bin {b}: " + " ".join(rel.bin_words(b, top=8)))
+
+
+@bow_app.command("evaluate")
+def evaluate_cmd(
+    output: Annotated[
+        str, typer.Option("--output", "-o", help="Folder for results.csv, results.md, config.json and plots.")
+    ],
+    dataset: Annotated[
+        list[str] | None, typer.Option("--dataset", "-d", help="cfpb and/or 20newsgroups (repeat).")
+    ] = None,
+    data_dir: Annotated[
+        str | None,
+        typer.Option(
+            "--data-dir", help="Folder holding cfpb/ and 20newsgroups/ (default: $DENIABLE_DATA or ../shared/data)."
+        ),
+    ] = None,
+    epsilons: Annotated[str, typer.Option("--epsilons", help="Comma-separated eps values.")] = "1,3,10",
+    precisions: Annotated[
+        str,
+        typer.Option(
+            "--precisions", help="Comma-separated N values (only eps/N matters; duplicate ratios are skipped)."
+        ),
+    ] = "1,3",
+    bins: Annotated[str, typer.Option("--bins", help="Comma-separated numbers of bins.")] = "50,200,1000",
+    strategies: Annotated[
+        str,
+        typer.Option(
+            "--strategies",
+            help="Comma-separated: random, frequency (GloVe-rank prior), frequency-heldout (counts of held-out "
+            "documents as a same-domain public corpus), frequency-data (NOT private, for comparison), semantic, none.",
+        ),
+    ] = "random,frequency,frequency-heldout,frequency-data,semantic",
+    docs: Annotated[
+        int, typer.Option("--docs", help="Documents sampled per data set (train/test split inside).")
+    ] = 1500,
+    topics: Annotated[int | None, typer.Option("--topics", help="LDA topics (default: number of classes).")] = None,
+    lda_iter: Annotated[int, typer.Option("--lda-iter", help="LDA passes (batch variational).")] = 8,
+    seeds: Annotated[str, typer.Option("--seeds", help="Comma-separated seeds (noise, maps, LDA, split).")] = "0",
+    vocab_size: Annotated[
+        int, typer.Option("--vocab-size", help="Public vocabulary size (GloVe order, minus stop words).")
+    ] = 20000,
+    plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write PNG plots (needs matplotlib).")] = True,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No per-condition lines.")] = False,
+) -> None:
+    """LDA topics and LSA + random forest on private vs clean bag-of-words (needs deniable\\[eval]).
+
+    Writes results.csv (every fit), results.md (means over seeds) and one plot per data set.
+    """
+    from ..bow.evaluate import DATASETS, EvalConfig, plot_results, require_sklearn, run_evaluation, write_results
+
+    require_sklearn()
+    names = dataset or ["cfpb"]
+    for n in names:
+        if n not in DATASETS:
+            raise InvalidParameterError("--dataset", n, "one of " + ", ".join(DATASETS))
+    root = data_dir or os.environ.get("DENIABLE_DATA") or "../shared/data"
+    if not Path(root).is_dir():
+        raise DataError(f"data folder {root} does not exist (pass --data-dir or set DENIABLE_DATA)")
+    all_rows: list[dict[str, Any]] = []
+    strat = tuple(s.strip() for s in strategies.split(",") if s.strip())
+    for name in names:
+        cfg = EvalConfig(
+            dataset=name,
+            data_dir=str(root),
+            n_docs=docs,
+            epsilons=tuple(_floats("--epsilons", epsilons)),
+            precisions=tuple(_floats("--precisions", precisions)),
+            bins=tuple(_ints("--bins", bins, 2)),
+            strategies=strat,
+            n_topics=topics,
+            lda_iter=lda_iter,
+            vocab_size=vocab_size,
+            seeds=tuple(_ints("--seeds", seeds, 0)),
+        )
+        cfg.validate()
+        rows = run_evaluation(cfg, log=None if quiet else (lambda s: err.print(s, highlight=False)))
+        all_rows.extend(rows)
+        write_results(all_rows, output, cfg)
+    paths = [Path(output) / "results.csv", Path(output) / "results.md"]
+    if plots:
+        paths += plot_results(all_rows, output)
+    if not quiet:
+        err.print("wrote " + ", ".join(str(p) for p in paths), highlight=False)

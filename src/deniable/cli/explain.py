@@ -1,0 +1,78 @@
+"""``deniable explain WORD``: what a mechanism does to one word."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from .._errors import InvalidParameterError
+from .._validation import check_epsilon
+from ._common import app, build_mechanism, check_mechanism_name, load_embedding_option, seeded
+
+
+@app.command("explain")
+def explain_cmd(
+    word: Annotated[str, typer.Argument(help="The word to explain.")],
+    epsilon: Annotated[float, typer.Option("--epsilon", "-e", help="Privacy parameter (> 0).")],
+    mechanism: Annotated[str, typer.Option("--mechanism", "-m", help="madlib, tem or brr.")] = "madlib",
+    top: Annotated[int, typer.Option("--top", "-k", help="How many likely outputs to list.")] = 10,
+    against: Annotated[
+        str | None,
+        typer.Option(
+            "--against",
+            "-a",
+            help="Comma-separated alternative words w' for the bound eps*d(w,w') (default: the likeliest outputs).",
+        ),
+    ] = None,
+    samples: Annotated[int, typer.Option("--samples", "-n", help="S_w = distinct outputs in this many draws.")] = 1000,
+    draws: Annotated[
+        int, typer.Option("--draws", help="Sampled mechanisms: draws used to estimate the probabilities.")
+    ] = 10000,
+    eta: Annotated[float, typer.Option("--eta", help="The eta-support holds >= 1 - eta of the mass.")] = 0.05,
+    embedding: Annotated[
+        str | None, typer.Option("--embedding", help="Embedding file or folder (default: built-in GloVe 6B 50-d).")
+    ] = None,
+    vocab_size: Annotated[
+        int | None, typer.Option("--vocab-size", help="Keep only the N most frequent words of the embedding.")
+    ] = None,
+    index: Annotated[str | None, typer.Option("--index", help="madlib: exact, flat or hnsw.")] = None,
+    metric: Annotated[
+        str | None, typer.Option("--metric", help="tem: euclidean, manhattan, chebyshev or angular.")
+    ] = None,
+    gamma: Annotated[float | None, typer.Option("--gamma", help="tem: truncation threshold.")] = None,
+    beta: Annotated[float | None, typer.Option("--beta", help="tem: sets gamma (Theorem 3; default 1e-3).")] = None,
+    bits: Annotated[int | None, typer.Option("--bits", help="brr: code length.")] = None,
+    binarizer: Annotated[str | None, typer.Option("--binarizer", help="brr: autoencoder, simhash or itq.")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Reproducible draws (sampled mechanisms).")] = None,
+) -> None:
+    """Print WORD's likely outputs with probabilities, N_w, S_w and the guarantee against alternatives.
+
+    Exact for tem; estimated from --draws draws (with confidence intervals) for madlib and brr.
+    """
+    from ..calibrate import explain
+
+    check_mechanism_name(mechanism)
+    check_epsilon(epsilon, "--epsilon")
+    for name, value in (("--top", top), ("--samples", samples), ("--draws", draws)):
+        if value < 1:
+            raise InvalidParameterError(name, value, "an integer >= 1")
+    emb = load_embedding_option(embedding, vocab_size)
+    lookup = word if word in emb.index_of or not emb.is_lowercase else word.lower()
+    if lookup not in emb.index_of:
+        raise InvalidParameterError("WORD", "<not shown>", "a word in the embedding's vocabulary")
+    alts = None
+    if against:
+        alts = [
+            a.strip() if a.strip() in emb.index_of or not emb.is_lowercase else a.strip().lower()
+            for a in against.split(",")
+            if a.strip()
+        ]
+        missing = sum(a not in emb.index_of for a in alts)
+        if missing:
+            raise InvalidParameterError("--against", f"<{missing} word(s) not shown>", "words in the vocabulary")
+    mech = build_mechanism(
+        mechanism, emb, epsilon, index=index, metric=metric, gamma=gamma, beta=beta, bits=bits, binarizer=binarizer
+    )
+    ex = explain(mech, lookup, top=top, against=alts, samples=samples, draws=draws, eta=eta, rng=seeded(seed))
+    typer.echo(ex.render())

@@ -1,0 +1,380 @@
+"""``deniable bow privatize / inspect / evaluate`` end to end, and the evaluation metrics."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from deniable import InvalidParameterError
+from deniable.bow import load_release
+from deniable.cli import run_app
+from deniable.cli.bow import parse_size
+
+SECRET = "Puckish"  # a document word that must never appear in messages
+
+TEXTS = [
+    f"{SECRET} hockey game puck goal",
+    "nasa rocket launch orbit",
+    "the game was great, a great match",
+    "",
+    "esa orbit launch rocket rocket",
+]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    from conftest import make_toy_embedding
+
+    root = tmp_path_factory.mktemp("bowcli")
+    emb = make_toy_embedding()
+    emb.save(root / "emb")
+    (root / "vocab.txt").write_text("\n".join(emb.vocabulary) + "\n", encoding="utf-8")
+    (root / "docs.txt").write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    (root / "docs.jsonl").write_text(
+        "".join(json.dumps({"id": i, "body": t}) + "\n" for i, t in enumerate(TEXTS)), encoding="utf-8"
+    )
+    return {
+        "root": root,
+        "emb": root / "emb",
+        "vocab": root / "vocab.txt",
+        "txt": root / "docs.txt",
+        "jsonl": root / "docs.jsonl",
+    }
+
+
+def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = run_app(args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def common(files: dict[str, Path]) -> list[str]:
+    return ["--vocabulary", str(files["vocab"]), "--stop-words", "none", "--seed", "3"]
+
+
+@pytest.mark.parametrize("strategy", ["random", "frequency", "semantic", "none"])
+def test_privatize_writes_a_release(
+    files: dict[str, Path], tmp_path: Path, strategy: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "rel"
+    report = tmp_path / "report.json"
+    code, _, err = run(
+        [
+            "bow",
+            "privatize",
+            str(files["txt"]),
+            "-o",
+            str(out),
+            "-e",
+            "2",
+            "-N",
+            "2",
+            "-k",
+            "3",
+            "--strategy",
+            strategy,
+            "--embedding",
+            str(files["emb"]),
+            "--report",
+            str(report),
+            "--map-seed",
+            "5",
+            *common(files),
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    rel = load_release(out)
+    k = 18 if strategy == "none" else 3
+    assert rel.shape == (len(TEXTS), k)
+    assert rel.params["epsilon"] == 2 and rel.params["precision_N"] == 2
+    assert rel.bin_map.strategy == strategy
+    rep = json.loads(report.read_text())
+    assert rep["documents"] == rel.shape[0] and rep["bins"] == k
+    assert "signal/noise" in err and SECRET not in err and SECRET.lower() not in err
+
+
+def test_privatize_jsonl_column_group_and_clamp(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "rel"
+    code, _, err = run(
+        [
+            "bow",
+            "privatize",
+            str(files["jsonl"]),
+            "-c",
+            "body",
+            "-o",
+            str(out),
+            "-e",
+            "1",
+            "-k",
+            "4",
+            "-g",
+            "2",
+            "--clamp",
+            "-q",
+            *common(files),
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    rel = load_release(out)
+    assert rel.shape == (3, 4) and rel.matrix.toarray().min() >= 0
+    assert rel.params["clamp_at_zero"] is True and rel.params["group"] == 2
+
+
+def test_noiseless_cli_release_equals_the_counts(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "rel"
+    code, _, err = run(
+        [
+            "bow",
+            "privatize",
+            str(files["jsonl"]),
+            "-c",
+            "body",
+            "-o",
+            str(out),
+            "-e",
+            "1000",
+            "--strategy",
+            "none",
+            "-q",
+            "--batch-size",
+            "2",
+            *common(files),
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    rel = load_release(out)
+    idx = {w: i for i, w in enumerate(rel.vocabulary.words)}
+    assert rel.matrix[1, idx["rocket"]] == 1 and rel.matrix[4, idx["rocket"]] == 2
+    assert rel.matrix[3].sum() == 0 and rel.matrix[0, idx["hockey"]] == 1
+
+
+def test_inspect(files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "rel"
+    assert (
+        run(
+            ["bow", "privatize", str(files["txt"]), "-o", str(out), "-e", "1", "-k", "3", "-q", *common(files)], capsys
+        )[0]
+        == 0
+    )
+    code, stdout, _ = run(["bow", "inspect", str(out), "--show-bins", "2"], capsys)
+    assert code == 0 and "matrix 5 x 3" in stdout and "bin 1:" in stdout
+
+
+@pytest.mark.parametrize(
+    ("extra", "code", "needle"),
+    [
+        (["--strategy", "kmeans"], 2, "--strategy"),
+        (["-k", "0"], 2, "--bins"),
+        (["-k", "500"], 2, "--bins"),
+        (["--precision", "0"], 2, "--precision"),
+        (["--max-memory", "lots"], 2, "--max-memory"),
+        (["--strategy", "none", "--max-memory", "1k"], 3, "dense"),
+        (["--map-from-data", "--strategy", "random"], 2, "--map-from-data"),
+        (["--stop-words", "french"], 2, "--stop-words"),
+    ],
+)
+def test_privatize_errors(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], code: int, needle: str
+) -> None:
+    args = [
+        "bow",
+        "privatize",
+        str(files["txt"]),
+        "-o",
+        str(tmp_path / "o"),
+        "-e",
+        "1",
+        "-k",
+        "3",
+        "-q",
+        *common(files),
+        *extra,
+    ]
+    got, _, err = run(args, capsys)
+    assert got == code and needle in err and SECRET not in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_report_must_stay_outside_the_release(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "o"
+    code, _, err = run(
+        [
+            "bow",
+            "privatize",
+            str(files["txt"]),
+            "-o",
+            str(out),
+            "-e",
+            "1",
+            "-k",
+            "3",
+            "-q",
+            "--report",
+            str(out / "r.json"),
+            *common(files),
+        ],
+        capsys,
+    )
+    assert code == 2 and "--report" in err
+
+
+def test_map_from_data_is_recorded(files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "o"
+    code, _, err = run(
+        [
+            "bow",
+            "privatize",
+            str(files["txt"]),
+            "-o",
+            str(out),
+            "-e",
+            "1",
+            "-k",
+            "3",
+            "--map-from-data",
+            *common(files),
+        ],
+        capsys,
+    )
+    assert code == 0 and "leaks" in err
+    rel = load_release(out)
+    assert "private data" in rel.params["bin_map"]["frequency_source"]
+    assert "leaks" in rel.params["map_assumption"]
+
+
+def test_public_corpus_sets_the_frequency_prior(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "o"
+    code, _, err = run(
+        [
+            "bow",
+            "privatize",
+            str(files["txt"]),
+            "-o",
+            str(out),
+            "-e",
+            "1",
+            "-k",
+            "3",
+            "-q",
+            "--public-corpus",
+            str(files["jsonl"]),
+            "--public-column",
+            "body",
+            *common(files),
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    assert "public corpus" in load_release(out).params["bin_map"]["frequency_source"]
+
+
+def test_parse_size() -> None:
+    assert parse_size("x", "2G") == 2 * 2**30
+    assert parse_size("x", "1.5k") == 1536
+    assert parse_size("x", "500MB") == 500 * 2**20
+    assert parse_size("x", "123") == 123
+
+
+# ------------------------------------------------------------------ evaluation
+def test_evaluation_metrics() -> None:
+    pytest.importorskip("sklearn")
+    from deniable.bow.evaluate import chance_jaccard, exclusivity, jaccard_top_words, match_topics, npmi_coherence
+
+    ref = np.array([[0.5, 0.3, 0.1, 0.1, 0.0, 0.0], [0.0, 0.0, 0.1, 0.1, 0.3, 0.5]])
+    assert jaccard_top_words(ref, ref[::-1], n=2) == 1.0
+    np.testing.assert_array_equal(match_topics(ref, ref[::-1]), [1, 0])
+    assert 0.5 < exclusivity(ref, n=2) <= 1.0
+    docs = sp.csr_matrix(np.array([[1, 1, 0, 0, 0, 0], [1, 1, 0, 0, 0, 0], [0, 0, 0, 0, 1, 1], [0, 0, 1, 1, 0, 0]]))
+    assert npmi_coherence(ref, docs, n=2) == pytest.approx(1.0)
+    assert chance_jaccard(10, 10) == pytest.approx(1.0)
+    assert 0 < chance_jaccard(50, 10) < 0.2
+
+
+def test_run_evaluation_on_a_toy_corpus(tmp_path: Path) -> None:
+    pytest.importorskip("sklearn")
+    from deniable.bow import Vocabulary
+    from deniable.bow.evaluate import EvalConfig, markdown_table, run_evaluation, write_results
+
+    rng = np.random.default_rng(0)
+    sport = ["hockey", "puck", "goal", "game", "match", "soccer"]
+    space = ["nasa", "rocket", "orbit", "launch", "esa"]
+    texts, labels = [], []
+    for i in range(80):
+        words = sport if i % 2 else space
+        texts.append(" ".join(rng.choice(words, size=12)))
+        labels.append("sport" if i % 2 else "space")
+    vocab = Vocabulary(tuple(sport + space))
+    cfg = EvalConfig(
+        dataset="cfpb",
+        n_docs=80,
+        epsilons=(1.0, 5.0),
+        precisions=(1.0,),
+        bins=(4,),
+        strategies=("random", "frequency", "frequency-heldout"),
+        lda_iter=3,
+    )
+    with pytest.raises(InvalidParameterError, match="heldout"):
+        run_evaluation(cfg, texts=texts, labels=labels, vocabulary=vocab)
+    rows = run_evaluation(cfg, texts=texts, labels=labels, vocabulary=vocab, heldout=texts[:10])
+    kinds = [r["kind"] for r in rows]
+    assert kinds.count("reference") == 1 and kinds.count("clean") == 3 and kinds.count("private") == 6
+    ref = rows[0]
+    assert ref["accuracy"] > 0.9 and ref["jaccard"] == 1.0
+    for r in rows:
+        assert 0 <= r["exclusivity"] <= 1 and -1 <= r["npmi"] <= 1
+    paths = write_results(rows, tmp_path, cfg)
+    assert (tmp_path / "results.csv").read_text().count("\n") == len(rows) + 1
+    assert "Jaccard" in markdown_table(rows) and len(paths) == 3
+
+
+@pytest.mark.data
+def test_evaluate_cli_on_shared_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("sklearn")
+    pytest.importorskip("matplotlib")
+    from conftest import shared_data
+
+    root = shared_data("cfpb").parent
+    code, _, err = run(
+        [
+            "bow",
+            "evaluate",
+            "-o",
+            str(tmp_path),
+            "--data-dir",
+            str(root),
+            "--docs",
+            "120",
+            "--epsilons",
+            "3",
+            "--precisions",
+            "1",
+            "--bins",
+            "20",
+            "--strategies",
+            "frequency",
+            "--lda-iter",
+            "2",
+            "--vocab-size",
+            "3000",
+            "-q",
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    assert (tmp_path / "results.md").is_file() and (tmp_path / "cfpb.png").is_file()

@@ -1,0 +1,88 @@
+"""`deniable calibrate` and the HTML/PNG report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from calibrate_fakes import RefTEM
+from deniable import Embedding
+from deniable.calibrate import choose_epsilon, neighbour_distances, plausible_deniability
+from deniable.cli import run_app
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def test_write_report(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from deniable.report import write_report
+
+    words = ["<script>alert(1)</script>", "b&b", "plain"] + [f"w{i}" for i in range(40)]
+    vec = np.random.default_rng(0).normal(size=(len(words), 3)).astype(np.float32)
+    emb = Embedding(words, vec)
+    choice = choose_epsilon(lambda e: RefTEM(emb, e), [1, 4, 16], samples=100)
+    geo = neighbour_distances(emb, ks=(1, 2, 5, 10))
+    examples = {words[0]: {1.0: ["b&b", "plain"], 16.0: [words[0]]}}
+    page = write_report(
+        tmp_path / "rep", [e.stats for e in choice.evaluations], geometry=geo, examples=examples, choice=choice
+    )
+    html = page.read_text()
+    assert "<script>alert" not in html and "&lt;script&gt;" in html
+    for name in ("histograms.png", "averages.png", "neighbours.png"):
+        assert (tmp_path / "rep" / name).read_bytes()[:8] == PNG
+        assert name in html
+    assert "Choosing epsilon" in html and "Example outputs" in html
+    csv_lines = (tmp_path / "rep" / "stats.csv").read_text().splitlines()
+    assert len(csv_lines) == 1 + 3 * len(words)
+
+
+def test_plots_alone(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from deniable.report import plot_averages, plot_histograms
+
+    emb = Embedding([f"w{i}" for i in range(30)], np.random.default_rng(1).normal(size=(30, 2)).astype(np.float32))
+    stats = [plausible_deniability(RefTEM(emb, e), samples=50) for e in (1.0, 3.0)]
+    assert plot_histograms(stats, tmp_path / "h.png").read_bytes()[:8] == PNG
+    assert plot_averages(stats, tmp_path / "a.png").read_bytes()[:8] == PNG
+
+
+@pytest.fixture(scope="module")
+def emb_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from conftest import make_toy_embedding
+
+    path = tmp_path_factory.mktemp("emb") / "toy"
+    make_toy_embedding().save(path)
+    return path
+
+
+def test_cli_calibrate_report(emb_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("matplotlib")
+    rep = tmp_path / "calib"
+    args = ["calibrate", "-m", "madlib", "-e", "0.5,2,8", "--embedding", str(emb_dir), "--words", "all"]
+    args += ["--samples", "100", "--seed", "3", "--report", str(rep), "--geometry-words", "18", "--quiet"]
+    args += ["--examples", "hockey,nasa,notaword"]
+    code = run_app(args)
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "N_w mean" in out.out and "monotone" in out.out
+    assert "1 example word(s) not in the vocabulary" in out.err and "notaword" not in out.err
+    html = (rep / "index.html").read_text()
+    assert "hockey" in html and "Embedding geometry" in html
+    assert all((rep / n).is_file() for n in ("histograms.png", "averages.png", "neighbours.png", "stats.csv"))
+
+
+def test_cli_calibrate_without_report(emb_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = run_app(["calibrate", "-e", "1,4", "--embedding", str(emb_dir), "--words", "5", "--samples", "20", "-q"])
+    assert code == 0
+    assert "constraints:" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [["--words", "zero"], ["--words", "0"], ["-e", "1,x"], ["--samples", "0"], ["-m", "nope"], ["--gamma", "1"]],
+)
+def test_cli_calibrate_errors(emb_dir: Path, extra: list[str]) -> None:
+    args = ["calibrate", "-e", "1", "--embedding", str(emb_dir), *extra]
+    assert run_app(args) == 2
