@@ -54,6 +54,8 @@ def main() -> None:
         _, nn = index.search(noisy, 1)
         decoded[kind] = nn[:, 0]
         size = emb.vectors.nbytes
+        if kind == "exact":
+            size += index._aug.nbytes  # type: ignore[attr-defined]  # the augmented copy [-2y, |y|^2]
         if kind == "hnsw":
             size = faiss.serialize_index(index.faiss_index).nbytes  # type: ignore[attr-defined]
         rows.append(
