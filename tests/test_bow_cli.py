@@ -309,7 +309,14 @@ def test_evaluation_metrics() -> None:
 def test_run_evaluation_on_a_toy_corpus(tmp_path: Path) -> None:
     pytest.importorskip("sklearn")
     from deniable.bow import Vocabulary
-    from deniable.bow.evaluate import EvalConfig, markdown_table, run_evaluation, write_results
+    from deniable.bow.evaluate import (
+        EvalConfig,
+        markdown_table,
+        read_results,
+        run_evaluation,
+        summary_tables,
+        write_results,
+    )
 
     rng = np.random.default_rng(0)
     sport = ["hockey", "puck", "goal", "game", "match", "soccer"]
@@ -326,21 +333,35 @@ def test_run_evaluation_on_a_toy_corpus(tmp_path: Path) -> None:
         epsilons=(1.0, 5.0),
         precisions=(1.0,),
         bins=(4,),
-        strategies=("random", "frequency", "frequency-heldout"),
+        strategies=("random", "frequency-heldout"),
         lda_iter=3,
     )
     with pytest.raises(InvalidParameterError, match="heldout"):
         run_evaluation(cfg, texts=texts, labels=labels, vocabulary=vocab)
     rows = run_evaluation(cfg, texts=texts, labels=labels, vocabulary=vocab, heldout=texts[:10])
     kinds = [r["kind"] for r in rows]
-    assert kinds.count("reference") == 1 and kinds.count("clean") == 3 and kinds.count("private") == 6
+    assert kinds.count("reference") == 1 and kinds.count("clean") == 2 and kinds.count("private") == 4
     ref = rows[0]
     assert ref["accuracy"] > 0.9 and ref["jaccard"] == 1.0
     for r in rows:
         assert 0 <= r["exclusivity"] <= 1 and -1 <= r["npmi"] <= 1
     paths = write_results(rows, tmp_path, cfg)
     assert (tmp_path / "results.csv").read_text().count("\n") == len(rows) + 1
-    assert "Jaccard" in markdown_table(rows) and len(paths) == 3
+    assert "Jaccard" in markdown_table(rows) and len(paths) == 4
+    # the CSV reads back into the same rows, and tables / plots can be re-rendered from it
+    back = read_results(tmp_path / "results.csv")
+    assert [(r["kind"], r["strategy"], r["bins"]) for r in back] == [
+        (r["kind"], r["strategy"], r["bins"]) for r in rows
+    ]
+    np.testing.assert_allclose([r["accuracy"] for r in back], [r["accuracy"] for r in rows])
+    assert markdown_table(back) == markdown_table(rows)
+    summary = (tmp_path / "summary.md").read_text()
+    assert summary.strip() == summary_tables(rows) and "eps/N=5 (eps=5, N=1)" in summary
+    assert summary.count("| random | 4 |") == 4  # one row per metric table
+    code = run_app(
+        ["bow", "evaluate", "-o", str(tmp_path / "again"), "--from-results", str(paths[0]), "--no-plots", "-q"]
+    )
+    assert code == 0 and (tmp_path / "again" / "summary.md").read_text() == summary
 
 
 @pytest.mark.data
@@ -378,3 +399,26 @@ def test_evaluate_cli_on_shared_data(tmp_path: Path, capsys: pytest.CaptureFixtu
     )
     assert code == 0, err
     assert (tmp_path / "results.md").is_file() and (tmp_path / "cfpb.png").is_file()
+    assert "cfpb: LSA + random forest accuracy" in (tmp_path / "summary.md").read_text()
+
+
+def test_run_evaluation_skips_too_dense_private_conditions() -> None:
+    pytest.importorskip("sklearn")
+    from deniable.bow import Vocabulary
+    from deniable.bow.evaluate import EvalConfig, markdown_table, run_evaluation
+
+    words = ["hockey", "puck", "goal", "nasa", "rocket", "orbit"]
+    rng = np.random.default_rng(1)
+    texts = [" ".join(rng.choice(words[:3] if i % 2 else words[3:], size=8)) for i in range(40)]
+    labels = ["sport" if i % 2 else "space" for i in range(40)]
+    cfg = EvalConfig(
+        n_docs=40, epsilons=(0.5, 50.0), precisions=(1.0,), strategies=("none",), lda_iter=2, max_nonzero=150
+    )
+    rows = run_evaluation(cfg, texts=texts, labels=labels, vocabulary=Vocabulary(tuple(words)))
+    clean = next(r for r in rows if r["kind"] == "clean")
+    assert clean["strategy"] == "none" and clean["jaccard"] == 1.0  # the reference fit, reused
+    private = {r["epsilon"]: r for r in rows if r["kind"] == "private"}
+    # eps/N = 0.5: ~120 counts + 38% of 240 entries > 150; eps/N = 50: the ~120 counts only
+    assert private[0.5]["note"].startswith("skipped") and np.isnan(private[0.5]["accuracy"])
+    assert private[50.0]["note"] == "" and private[50.0]["snr"] > 100
+    assert "skipped" in markdown_table(rows)

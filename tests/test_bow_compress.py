@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -77,6 +79,27 @@ def test_builders_give_one_bin_per_feature_and_are_non_expansive(m: int, data: s
         x = data.draw(arrays(np.int64, (2, m), elements=st.integers(0, 5)))
         out = bmap.apply(x)
         assert np.array_equal(np.asarray(out.sum(axis=1)).ravel(), x.sum(axis=1))  # mass kept
+        assert abs(out[0] - out[1]).sum() <= np.abs(x[0] - x[1]).sum()
+
+
+@functools.cache
+def toy_vocabulary_maps(k: int, seed: int) -> tuple[BinMap, ...]:
+    """Semantic (k-means on the toy embedding), frequency (prior) and random maps of a 19-word vocabulary."""
+    from conftest import make_toy_embedding
+
+    emb = make_toy_embedding()
+    vocab = Vocabulary((*emb.vocabulary, "notinembedding"))
+    return tuple(make_bin_map(s, vocab, k, seed=seed, embedding=emb) for s in ("semantic", "frequency", "random"))
+
+
+@settings(max_examples=60, deadline=None)
+@given(arrays(np.int64, (2, 19), elements=st.integers(0, 30)), st.integers(1, 6), st.integers(0, 1))
+def test_semantic_and_vocabulary_maps_are_non_expansive(x: np.ndarray, k: int, seed: int) -> None:
+    """The maps built from a vocabulary (semantic k-means, frequency prior, random) compress without expanding l1."""
+    for bmap in toy_vocabulary_maps(k, seed):
+        assert bmap.n_features == 19 and bmap.bins.min() >= 0 and bmap.bins.max() < k
+        out = bmap.apply(x)
+        assert np.array_equal(np.asarray(out.sum(axis=1)).ravel(), x.sum(axis=1))
         assert abs(out[0] - out[1]).sum() <= np.abs(x[0] - x[1]).sum()
 
 

@@ -196,3 +196,27 @@ def test_privatize_noises_every_coordinate_and_clamps(rng: np.random.Generator) 
     assert clamped.min() == 0
     with pytest.raises(InvalidParameterError, match="integer"):
         TwoSidedGeometric(1.0).privatize(np.ones((2, 2)), rng)
+
+
+def test_default_noise_comes_from_the_secure_generator(monkeypatch: pytest.MonkeyPatch) -> None:
+    """rng=None means a fresh ChaCha20 generator keyed from the OS (the word mechanisms' default)."""
+    import deniable._random as dr
+    from deniable.bow import BowPrivatizer, BowVectorizer, Vocabulary
+
+    calls: list[np.random.Generator] = []
+    real = dr.secure_generator
+
+    def spy() -> np.random.Generator:
+        g = real()
+        calls.append(g)
+        return g
+
+    monkeypatch.setattr(dr, "secure_generator", spy)
+    mech = TwoSidedGeometric(1.0, 2.0)
+    assert mech.noise((3, 4)).shape == (3, 4)
+    assert mech.privatize(np.zeros((2, 3), dtype=np.int64)).shape == (2, 3)
+    priv = BowPrivatizer(BowVectorizer(Vocabulary(("a", "b"))), mech)
+    noisy, _ = priv.privatize_batches([["a b", "b"]])
+    assert noisy.shape == (2, 2)
+    assert len(calls) == 3
+    assert all(type(g.bit_generator).__name__ == "ChaCha" for g in calls)

@@ -230,7 +230,14 @@ def semantic_bin_map(
     norms = np.linalg.norm(vecs, axis=1, keepdims=True)
     vecs /= np.where(norms > 0, norms, 1.0)
     km = faiss.Kmeans(
-        vecs.shape[1], k, niter=n_iter, seed=s, verbose=False, spherical=True, max_points_per_centroid=256
+        vecs.shape[1],
+        k,
+        niter=n_iter,
+        seed=s,
+        verbose=False,
+        spherical=True,
+        max_points_per_centroid=256,
+        min_points_per_centroid=1,  # only silences faiss's "provide at least 39 points per centroid" warning
     )
     km.train(vecs)
     _, assign = km.index.search(vecs, 1)

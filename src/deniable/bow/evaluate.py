@@ -17,6 +17,10 @@ topics' top words, exclusivity of the top words (share of a word's weight that
 falls in the topic, averaged), per-word coherence (mean pairwise NPMI of the top
 words, document co-occurrence on the clean documents), and LSA + random-forest
 category accuracy on a stratified train/test split (train and test both private).
+Each private row also records the signal-to-noise ratio of its release (true counts
+l1 / noise l1, from :class:`~deniable.bow.release.NoiseReport`). A private condition
+whose clamped release would hold more than ``max_nonzero`` non-zero entries (no or
+little compression at small ``eps / N``) is recorded as skipped, not fitted.
 
 scikit-learn (``pip install deniable[eval]``) and, for plots, matplotlib
 (``deniable[report]``) are imported only here, on use.
@@ -43,13 +47,13 @@ from .._progress import progress
 from .._validation import check_epsilon, check_int
 from .compress import BinMap, frequency_bin_map, make_bin_map
 from .noise import TwoSidedGeometric
+from .pipeline import BowPrivatizer
 from .vectorize import BowVectorizer, Vocabulary, count_words
 
 __all__ = [
     "DATASETS",
     "EVAL_STRATEGIES",
     "EvalConfig",
-    "Topics",
     "chance_jaccard",
     "exclusivity",
     "fit_lda",
@@ -62,8 +66,10 @@ __all__ = [
     "match_topics",
     "npmi_coherence",
     "plot_results",
+    "read_results",
     "require_sklearn",
     "run_evaluation",
+    "summary_tables",
     "top_words",
     "write_results",
 ]
@@ -147,20 +153,17 @@ def load_heldout(name: str, data_dir: str | Path, n_docs: int, seed: int = 0, si
 
 
 # ------------------------------------------------------------------------ metrics
-@dataclass
-class Topics:
-    """Topic-word distributions over the vocabulary (rows sum to 1)."""
+def fit_lda(
+    counts: sp.spmatrix | npt.ArrayLike, n_topics: int, *, max_iter: int, seed: int, doc_iter: int = 20
+) -> npt.NDArray[np.float64]:
+    """scikit-learn batch variational LDA; returns the normalised topic-feature matrix.
 
-    phi: npt.NDArray[np.float64]
-
-    @property
-    def n_topics(self) -> int:
-        """Number of topics."""
-        return int(self.phi.shape[0])
-
-
-def fit_lda(counts: sp.spmatrix | npt.ArrayLike, n_topics: int, *, max_iter: int, seed: int) -> npt.NDArray[np.float64]:
-    """scikit-learn batch variational LDA; returns the normalised topic-feature matrix."""
+    ``doc_iter`` is scikit-learn's ``max_doc_update_iter`` (per-document E-step
+    iterations, default 100 there): its E-step loops over documents in Python, so 20
+    makes a fit on noisy (dense) rows ~3x faster at no measurable cost in stability
+    (between-seed top-word Jaccard of the clean reference 0.23 vs 0.20 on 1,500 CFPB
+    complaints).
+    """
     require_sklearn()
     from sklearn.decomposition import LatentDirichletAllocation
 
@@ -168,7 +171,11 @@ def fit_lda(counts: sp.spmatrix | npt.ArrayLike, n_topics: int, *, max_iter: int
     if x.nnz and x.data.min() < 0:
         raise InvalidParameterError("counts", "negative entries", "non-negative counts (clamp the noise)")
     lda = LatentDirichletAllocation(
-        n_components=n_topics, max_iter=max_iter, learning_method="batch", random_state=seed
+        n_components=n_topics,
+        max_iter=max_iter,
+        learning_method="batch",
+        random_state=seed,
+        max_doc_update_iter=doc_iter,
     )
     lda.fit(x)
     comp = np.asarray(lda.components_, dtype=np.float64)
@@ -277,12 +284,14 @@ class EvalConfig:
     bins: tuple[int, ...] = (50, 200, 1000)
     strategies: tuple[str, ...] = ("random", "frequency", "frequency-heldout", "frequency-data", "semantic")
     n_topics: int | None = None
-    lda_iter: int = 8
+    lda_iter: int = 10
+    lda_doc_iter: int = 20
     top_n: int = 10
     vocab_size: int = 20000
     seeds: tuple[int, ...] = (0,)
     test_fraction: float = 0.25
     skip_duplicate_ratios: bool = True
+    max_nonzero: int = 3_000_000
     extra: dict[str, Any] = field(default_factory=dict)
 
     def validate(self) -> None:
@@ -302,6 +311,8 @@ class EvalConfig:
         if self.n_topics is not None:
             check_int("n_topics", self.n_topics, minimum=2)
         check_int("lda_iter", self.lda_iter, minimum=1)
+        check_int("lda_doc_iter", self.lda_doc_iter, minimum=1)
+        check_int("max_nonzero", self.max_nonzero, minimum=1)
         check_int("top_n", self.top_n, minimum=2)
         if not self.seeds:
             raise InvalidParameterError("seeds", self.seeds, "at least one seed")
@@ -395,6 +406,7 @@ def run_evaluation(
         t0: float,
         metrics: dict[str, float],
         acc: float,
+        note: str = "",
     ) -> None:
         rows.append(
             {
@@ -410,17 +422,21 @@ def run_evaluation(
                 "accuracy": acc,
                 "majority": majority,
                 "seconds": time.perf_counter() - t0,
+                "note": note,
             }
         )
         say(_row_line(rows[-1]))
         advance(1)
+
+    def lda(counts: sp.spmatrix, seed: int) -> npt.NDArray[np.float64]:
+        return fit_lda(counts, n_topics, max_iter=config.lda_iter, seed=seed, doc_iter=config.lda_doc_iter)
 
     with progress(n_conditions, "evaluating", enabled=show_progress) as advance:
         for seed in config.seeds:
             train = _split(labels, config.test_fraction, seed)
             majority = majority_accuracy(labels, train)
             t0 = time.perf_counter()
-            ref = fit_lda(x, n_topics, max_iter=config.lda_iter, seed=seed)
+            ref = lda(x, seed)
             m_ref = _word_metrics(ref, ref, x, config.top_n)
             add(
                 "reference",
@@ -430,11 +446,11 @@ def run_evaluation(
                 nan,
                 seed,
                 t0,
-                {**m_ref, "jaccard_bins": 1.0, "jaccard_noise": nan, "chance_bins": nan},
+                {**m_ref, "jaccard_bins": 1.0, "jaccard_noise": nan, "chance_bins": nan, "snr": math.inf},
                 lsa_accuracy(x, labels, train, seed=seed),
             )
             t0 = time.perf_counter()
-            ref2 = fit_lda(x, n_topics, max_iter=config.lda_iter, seed=seed + 1000)
+            ref2 = lda(x, seed + 1000)
             add(
                 "reference-reseeded",
                 "none",
@@ -448,6 +464,7 @@ def run_evaluation(
                     "jaccard_bins": nan,
                     "jaccard_noise": nan,
                     "chance_bins": nan,
+                    "snr": math.inf,
                 },
                 nan,
             )
@@ -460,7 +477,8 @@ def run_evaluation(
                     ref_bins = np.asarray(bmap.matrix().T @ ref.T).T  # reference topics seen through the bins
                     chance = chance_jaccard(k, config.top_n)
                     t0 = time.perf_counter()
-                    clean_bins = fit_lda(c, n_topics, max_iter=config.lda_iter, seed=seed)
+                    # without compression the clean data are the reference's: reuse its fit
+                    clean_bins = ref if strategy == "none" else lda(c, seed)
                     add(
                         "clean",
                         strategy,
@@ -474,15 +492,27 @@ def run_evaluation(
                             "jaccard_bins": jaccard_top_words(ref_bins, clean_bins, config.top_n),
                             "jaccard_noise": nan,
                             "chance_bins": chance,
+                            "snr": math.inf,
                         },
                         lsa_accuracy(c, labels, train, seed=seed),
                     )
                     for eps, prec in settings:
                         t0 = time.perf_counter()
                         mech = TwoSidedGeometric(eps, prec, clamp=True)
+                        # non-zero entries after clamping: the counts plus P(K >= 1) = alpha / (1 + alpha) of all
+                        expected_nnz = c.nnz + c.shape[0] * k * mech.alpha / (1.0 + mech.alpha)
+                        if expected_nnz > config.max_nonzero:
+                            say(
+                                f"  skipped private {strategy} k={k} eps={eps:g} N={prec:g}: about "
+                                f"{expected_nnz:,.0f} non-zero noisy entries > max_nonzero={config.max_nonzero:,}"
+                            )
+                            skipped = dict.fromkeys((*_METRICS, "snr"), nan)
+                            add("private", strategy, k, eps, prec, seed, t0, skipped, nan, note="skipped: too dense")
+                            continue
                         noise_rng = np.random.default_rng([seed, round(eps * 1000), round(prec * 1000), k])
-                        m = sp.csr_matrix(mech.privatize(c, noise_rng))
-                        phi_bins = fit_lda(m, n_topics, max_iter=config.lda_iter, seed=seed)
+                        priv = BowPrivatizer(BowVectorizer(vocab), mech, bmap)
+                        m, report = priv.privatize_counts(x, noise_rng)
+                        phi_bins = lda(m, seed)
                         add(
                             "private",
                             strategy,
@@ -496,6 +526,7 @@ def run_evaluation(
                                 "jaccard_bins": jaccard_top_words(ref_bins, phi_bins, config.top_n),
                                 "jaccard_noise": jaccard_top_words(clean_bins, phi_bins, config.top_n),
                                 "chance_bins": chance,
+                                "snr": report.snr,
                             },
                             lsa_accuracy(m, labels, train, seed=seed),
                         )
@@ -549,7 +580,8 @@ def _row_line(r: dict[str, Any]) -> str:
     return (
         f"{r['kind']:>9} {r['strategy']:>14} k={r['bins']:<6} eps={r['epsilon']:<5g} N={r['precision']:<4g} "
         f"J_words={r['jaccard']:.3f} J_bins={r['jaccard_bins']:.3f} J_noise={r['jaccard_noise']:.3f} "
-        f"excl={r['exclusivity']:.3f} npmi={r['npmi']:.3f} acc={r['accuracy']:.3f} ({r['seconds']:.1f}s)"
+        f"excl={r['exclusivity']:.3f} npmi={r['npmi']:.3f} acc={r['accuracy']:.3f} snr={r['snr']:.3g} "
+        f"({r['seconds']:.1f}s)"
     )
 
 
@@ -573,12 +605,18 @@ _COLUMNS = [
     "npmi",
     "accuracy",
     "majority",
+    "snr",
     "seconds",
+    "note",
 ]
 
 
-def write_results(rows: Sequence[dict[str, Any]], folder: str | Path, config: EvalConfig | None = None) -> list[Path]:
-    """``results.csv`` (all rows), ``results.md`` (mean over seeds) and ``config.json``."""
+def write_results(
+    rows: Sequence[dict[str, Any]],
+    folder: str | Path,
+    config: EvalConfig | Sequence[EvalConfig] | None = None,
+) -> list[Path]:
+    """``results.csv`` (all rows), ``results.md`` (mean over seeds), ``summary.md`` and ``config.json``."""
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -590,13 +628,109 @@ def write_results(rows: Sequence[dict[str, Any]], folder: str | Path, config: Ev
     paths.append(out / "results.csv")
     (out / "results.md").write_text(markdown_table(rows) + "\n", encoding="utf-8")
     paths.append(out / "results.md")
+    (out / "summary.md").write_text(summary_tables(rows) + "\n", encoding="utf-8")
+    paths.append(out / "summary.md")
     if config is not None:
-        (out / "config.json").write_text(json.dumps(asdict(config), indent=2, default=str) + "\n")
+        configs = [config] if isinstance(config, EvalConfig) else list(config)
+        payload: Any = asdict(configs[0]) if len(configs) == 1 else [asdict(c) for c in configs]
+        (out / "config.json").write_text(json.dumps(payload, indent=2, default=str) + "\n")
         paths.append(out / "config.json")
     return paths
 
 
-_METRICS = ("jaccard", "jaccard_bins", "jaccard_noise", "chance_bins", "exclusivity", "npmi", "accuracy")
+_INT_COLUMNS = ("documents", "topics", "bins", "seed")
+_TEXT_COLUMNS = ("dataset", "kind", "strategy", "note")
+
+
+def read_results(path: str | Path) -> list[dict[str, Any]]:
+    """Read a ``results.csv`` written by :func:`write_results` back into rows (to re-render tables and plots)."""
+    p = Path(path)
+    if not p.is_file():
+        raise DataError(f"results file {p} does not exist")
+    rows: list[dict[str, Any]] = []
+    with open(p, newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        missing = {"dataset", "kind", "strategy", "bins", "epsilon", "precision"} - set(reader.fieldnames or ())
+        if missing:
+            raise DataError(f"{p} is not a results.csv of `deniable bow evaluate` (missing {sorted(missing)})")
+        for lineno, raw in enumerate(reader, start=2):
+            row: dict[str, Any] = {}
+            try:
+                for key, value in raw.items():
+                    if key in _TEXT_COLUMNS:
+                        row[key] = value or ""
+                    elif key in _INT_COLUMNS:
+                        row[key] = int(value)
+                    else:
+                        row[key] = float(value) if value not in ("", None) else math.nan
+            except ValueError:
+                raise DataError(f"{p} line {lineno}: column {key!r} is not a number") from None
+            row.setdefault("note", "")
+            rows.append(row)
+    return rows
+
+
+_SUMMARY_METRICS = (
+    ("accuracy", "LSA + random forest accuracy"),
+    ("jaccard_bins", "Jaccard of top-10 bins vs the reference topics seen through the same bins"),
+    ("jaccard", "Jaccard of top-10 words vs the reference topics"),
+    ("npmi", "NPMI coherence of the top-10 words"),
+)
+
+
+def summary_tables(rows: Sequence[dict[str, Any]], metrics: Sequence[str] | None = None) -> str:
+    """Compact pivot tables: one per (dataset, metric), rows strategy x bins, columns clean then eps/N.
+
+    Cells are means over seeds. The reference (clean, uncompressed) and the reseeded
+    reference (how much LDA itself varies) are the first rows.
+    """
+    agg = _aggregate(rows)
+    wanted = [(m, t) for m, t in _SUMMARY_METRICS if metrics is None or m in metrics]
+    out: list[str] = []
+
+    def cell(v: float, note: str = "") -> str:
+        if note:
+            return "skipped"
+        return "–" if math.isnan(v) else f"{v:.3f}"
+
+    for dataset in sorted({a["dataset"] for a in agg}):
+        ds = [a for a in agg if a["dataset"] == dataset]
+        settings = sorted(
+            {(a["epsilon"], a["precision"]) for a in ds if a["kind"] == "private"},
+            key=lambda ep: (-ep[0] / ep[1], ep),
+        )
+        lines_ref = [a for a in ds if a["kind"] in ("reference", "reference-reseeded")]
+        conditions: list[tuple[str, int]] = []
+        for a in ds:
+            if a["kind"] in ("clean", "private") and (a["strategy"], a["bins"]) not in conditions:
+                conditions.append((a["strategy"], a["bins"]))
+        index = {(a["kind"], a["strategy"], a["bins"], a["epsilon"], a["precision"]): a for a in ds}
+        for metric, title in wanted:
+            out.append(f"**{dataset}: {title}**\n")
+            head = ["strategy", "bins", "clean"] + [f"eps/N={e / n:.3g} (eps={e:g}, N={n:g})" for e, n in settings]
+            out.append("| " + " | ".join(head) + " |")
+            out.append("|" + "---|" * len(head))
+            for a in lines_ref:
+                label = "reference (uncompressed)" if a["kind"] == "reference" else "reference, LDA reseeded"
+                out.append(f"| {label} | {a['bins']} | {cell(a[metric])} |" + " |" * len(settings))
+            for strategy, k in conditions:
+                # (clean rows have N = NaN, which never compares equal: no dict lookup for them)
+                clean = next(
+                    (c for c in ds if c["kind"] == "clean" and (c["strategy"], c["bins"]) == (strategy, k)), None
+                )
+                cells = [cell(clean[metric]) if clean else "–"]
+                for e, n in settings:
+                    priv = index.get(("private", strategy, k, e, n))
+                    cells.append(cell(priv[metric], priv["note"]) if priv else "–")
+                out.append(f"| {strategy} | {k} | " + " | ".join(cells) + " |")
+            if metric == "accuracy":
+                maj = next((r.get("majority", math.nan) for r in rows if r["dataset"] == dataset), math.nan)
+                out.append(f"\nmajority-class accuracy: {maj:.3f}")
+            out.append("")
+    return "\n".join(out).rstrip()
+
+
+_METRICS = ("jaccard", "jaccard_bins", "jaccard_noise", "chance_bins", "exclusivity", "npmi", "accuracy", "snr")
 
 
 def _aggregate(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -609,10 +743,12 @@ def _aggregate(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         agg = dict(zip(("dataset", "kind", "strategy", "bins", "epsilon", "precision"), key, strict=True))
         agg["eps_over_n"] = rs[0]["eps_over_n"]
         agg["seeds"] = len(rs)
+        agg["note"] = "; ".join(sorted({r.get("note", "") for r in rs} - {""}))
         for m in _METRICS:
             vals = np.array([r[m] for r in rs], dtype=np.float64)
             agg[m] = float(np.nanmean(vals)) if np.any(~np.isnan(vals)) else math.nan
-            agg[m + "_sd"] = float(np.nanstd(vals)) if np.sum(~np.isnan(vals)) > 1 else math.nan
+            finite = vals[np.isfinite(vals)]
+            agg[m + "_sd"] = float(np.std(finite)) if finite.size > 1 else math.nan
         out.append(agg)
     return out
 
@@ -622,9 +758,9 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
     agg = _aggregate(rows)
     head = (
         "| dataset | kind | strategy | bins | eps | N | eps/N | Jaccard words | Jaccard bins | "
-        "Jaccard vs clean bins | chance (bins) | exclusivity | NPMI | accuracy |"
+        "Jaccard vs clean bins | chance (bins) | exclusivity | NPMI | accuracy | signal/noise |"
     )
-    lines = [head, "|" + "---|" * 14]
+    lines = [head, "|" + "---|" * 15]
     majority = {r["dataset"]: r.get("majority", math.nan) for r in rows}
 
     def f(v: float, sd: float = math.nan) -> str:
@@ -635,6 +771,11 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
     def g(v: float) -> str:
         return "–" if (isinstance(v, float) and (math.isnan(v) or math.isinf(v))) else f"{v:g}"
 
+    def snr(v: float, note: str) -> str:
+        if note:
+            return note
+        return "–" if math.isnan(v) or math.isinf(v) else f"{v:.3g}"
+
     for a in agg:
         lines.append(
             f"| {a['dataset']} | {a['kind']} | {a['strategy']} | {a['bins']} | {g(a['epsilon'])} | "
@@ -642,65 +783,97 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
             f"{f(a['jaccard_bins'], a['jaccard_bins_sd'])} | {f(a['jaccard_noise'], a['jaccard_noise_sd'])} | "
             f"{f(a['chance_bins'])} | "
             f"{f(a['exclusivity'], a['exclusivity_sd'])} | {f(a['npmi'], a['npmi_sd'])} | "
-            f"{f(a['accuracy'], a['accuracy_sd'])} |"
+            f"{f(a['accuracy'], a['accuracy_sd'])} | {snr(a['snr'], a['note'])} |"
         )
     notes = [f"{d}: majority-class accuracy {m:.3f}" for d, m in majority.items() if not math.isnan(m)]
     return "\n".join(lines + (["", *notes] if notes else []))
 
 
+_PLOT_LABELS = {
+    "jaccard": "Jaccard, top words",
+    "jaccard_bins": "Jaccard, top bins",
+    "jaccard_noise": "Jaccard vs clean bins",
+    "exclusivity": "exclusivity",
+    "npmi": "NPMI coherence",
+    "accuracy": "LSA + RF accuracy",
+}
+
+
 def plot_results(rows: Sequence[dict[str, Any]], folder: str | Path) -> list[Path]:
     """One PNG per dataset: each metric against eps/N, one panel per k, a line per strategy.
 
-    Dashed lines: the clean compressed baseline of each strategy; dotted black: the
-    clean uncompressed reference.
+    Dashed lines: the clean compressed baseline of each strategy. Dotted black: the
+    clean uncompressed reference — for the Jaccard of top words, the reference refitted
+    with another LDA seed (1.0 against itself says nothing); dash-dot grey: chance
+    (Jaccard of top bins) or the majority class (accuracy).
     """
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import NullFormatter
     except ImportError:  # pragma: no cover - depends on the install
         raise DeniableError("plots need matplotlib: pip install 'deniable[report]'") from None
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     agg = _aggregate(rows)
     paths = []
-    metrics = ("jaccard", "jaccard_bins", "jaccard_noise", "exclusivity", "npmi", "accuracy")
+    metrics = tuple(_PLOT_LABELS)
     for dataset in sorted({a["dataset"] for a in agg}):
         ds = [a for a in agg if a["dataset"] == dataset]
         ks = sorted({a["bins"] for a in ds if a["kind"] in ("private", "clean") and a["strategy"] != "none"})
         if not ks:
             continue
-        strategies = sorted({a["strategy"] for a in ds if a["kind"] == "private"})
+        strategies = sorted({a["strategy"] for a in ds if a["kind"] == "private" and a["strategy"] != "none"})
         ref = next((a for a in ds if a["kind"] == "reference"), None)
-        fig, axes = plt.subplots(len(metrics), len(ks), figsize=(4 * len(ks), 3 * len(metrics)), squeeze=False)
+        reseeded = next((a for a in ds if a["kind"] == "reference-reseeded"), None)
+        majority = next((r.get("majority", math.nan) for r in rows if r["dataset"] == dataset), math.nan)
+        ratios = sorted({a["eps_over_n"] for a in ds if a["kind"] == "private"})
+        fig, axes = plt.subplots(len(metrics), len(ks), figsize=(3.6 * len(ks), 2.5 * len(metrics)), squeeze=False)
         colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
         for j, k in enumerate(ks):
             for i, metric in enumerate(metrics):
                 ax = axes[i][j]
-                for si, s in enumerate(strategies):
+                for si, st in enumerate(strategies):
+                    color = colors[si % len(colors)]
                     pts = sorted(
                         (a["eps_over_n"], a[metric])
                         for a in ds
-                        if a["kind"] == "private" and a["strategy"] == s and a["bins"] == k
+                        if a["kind"] == "private" and a["strategy"] == st and a["bins"] == k
                     )
                     if pts:
-                        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", color=colors[si % len(colors)], label=s)
-                    clean = [a[metric] for a in ds if a["kind"] == "clean" and a["strategy"] == s and a["bins"] == k]
+                        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", color=color, label=st, ms=4)
+                    clean = [a[metric] for a in ds if a["kind"] == "clean" and a["strategy"] == st and a["bins"] == k]
                     if clean and not math.isnan(clean[0]):
-                        ax.axhline(clean[0], ls="--", lw=1, color=colors[si % len(colors)])
-                if ref is not None and not math.isnan(ref[metric]):
-                    ax.axhline(ref[metric], ls=":", color="black", lw=1, label="clean, uncompressed")
+                        ax.axhline(clean[0], ls="--", lw=1, color=color)
+                base = reseeded if metric == "jaccard" else ref
+                if (
+                    base is not None
+                    and metric not in ("jaccard_bins", "jaccard_noise")
+                    and not math.isnan(base[metric])
+                ):
+                    label = "clean, uncompressed" + (" (LDA reseeded)" if metric == "jaccard" else "")
+                    ax.axhline(base[metric], ls=":", color="black", lw=1.2, label=label)
+                if metric == "jaccard_bins":
+                    ax.axhline(chance_jaccard(k, 10), ls="-.", color="grey", lw=1, label="chance")
+                if metric == "accuracy" and not math.isnan(majority):
+                    ax.axhline(majority, ls="-.", color="grey", lw=1, label="majority class")
                 ax.set_xscale("log")
+                ax.set_xticks(ratios)
+                ax.set_xticklabels([f"{r:.2g}" for r in ratios])
+                ax.xaxis.set_minor_formatter(NullFormatter())
                 ax.set_title(f"k={k}", fontsize=9)
-                ax.set_xlabel("eps / N")
-                ax.set_ylabel(metric)
-                if i == 0 and j == 0:
-                    ax.legend(fontsize=7)
-        fig.suptitle(f"{dataset}: LPLP bag-of-words utility (dashed: clean compressed)")
-        fig.tight_layout()
+                ax.set_ylabel(_PLOT_LABELS[metric], fontsize=8)
+                ax.tick_params(labelsize=7)
+                if i == len(metrics) - 1:
+                    ax.set_xlabel("eps / N")
+                if j == 0 and i in (0, 1, len(metrics) - 1):
+                    ax.legend(fontsize=6)
+        fig.suptitle(f"{dataset}: LPLP bag-of-words utility against eps/N (dashed: clean compressed)", fontsize=10)
+        fig.tight_layout(rect=(0, 0, 1, 0.98))
         path = out / f"{dataset}.png"
-        fig.savefig(path, dpi=90)
+        fig.savefig(path, dpi=72)
         plt.close(fig)
         paths.append(path)
     return paths

@@ -19,11 +19,12 @@ geometric variables with success probability ``1 - alpha`` (the difference of tw
 i.i.d. geometrics is two-sided geometric), drawn from the caller's generator — by
 default the same ChaCha20 generator keyed from the OS as the word mechanisms. It is
 not a rounded continuous Laplace (whose rounding would be a different, unanalysed
-distribution). numpy draws a geometric by inversion of a floating-point exponential
-(``ceil(E / -log(alpha))``), so each probability is exact up to double rounding
-(~1e-16 relative) — and the output is an integer, so no low-order floating-point
-bits of the noise are ever released (the Mironov 2012 attack on float Laplace does
-not apply).
+distribution). numpy draws a geometric from one double: by sequential search of
+the cdf with a uniform ``U`` when ``p = 1 - alpha >= 1/3`` (``eps / N >= log 1.5``), else
+by inversion of an exponential ``E`` (``ceil(E / -log(alpha))``), so each probability
+is exact up to double rounding (~1e-16) — and the output is an integer, so no
+low-order floating-point bits of the noise are ever released (the Mironov 2012 attack
+on float Laplace does not apply).
 """
 
 from __future__ import annotations

@@ -110,7 +110,7 @@ def privatize_cmd(
         str | None,
         typer.Option(
             "--vocabulary",
-            help="A PUBLIC word list (one per line, in frequency order, or word<TAB>count). "
+            help="A PUBLIC word list: one word per line in frequency order, or a word, a tab and its count. "
             "Default: the embedding's most frequent words.",
         ),
     ] = None,
@@ -305,7 +305,8 @@ def inspect_cmd(
 @bow_app.command("evaluate")
 def evaluate_cmd(
     output: Annotated[
-        str, typer.Option("--output", "-o", help="Folder for results.csv, results.md, config.json and plots.")
+        str,
+        typer.Option("--output", "-o", help="Folder for results.csv, results.md, summary.md, config.json and plots."),
     ],
     dataset: Annotated[
         list[str] | None, typer.Option("--dataset", "-d", help="cfpb and/or 20newsgroups (repeat).")
@@ -336,20 +337,59 @@ def evaluate_cmd(
         int, typer.Option("--docs", help="Documents sampled per data set (train/test split inside).")
     ] = 1500,
     topics: Annotated[int | None, typer.Option("--topics", help="LDA topics (default: number of classes).")] = None,
-    lda_iter: Annotated[int, typer.Option("--lda-iter", help="LDA passes (batch variational).")] = 8,
+    lda_iter: Annotated[int, typer.Option("--lda-iter", help="LDA passes (batch variational).")] = 10,
+    lda_doc_iter: Annotated[
+        int, typer.Option("--lda-doc-iter", help="LDA per-document E-step iterations (scikit-learn's 100 is slow).")
+    ] = 20,
+    max_nonzero: Annotated[
+        int,
+        typer.Option(
+            "--max-nonzero",
+            help="Skip (and record as skipped) private conditions whose clamped release would have more "
+            "non-zero entries than this (little compression at small eps/N).",
+        ),
+    ] = 3_000_000,
     seeds: Annotated[str, typer.Option("--seeds", help="Comma-separated seeds (noise, maps, LDA, split).")] = "0",
     vocab_size: Annotated[
         int, typer.Option("--vocab-size", help="Public vocabulary size (GloVe order, minus stop words).")
     ] = 20000,
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write PNG plots (needs matplotlib).")] = True,
+    from_results: Annotated[
+        str | None,
+        typer.Option(
+            "--from-results",
+            help="Fit nothing: re-render the tables and plots of an earlier run's results.csv "
+            "into another --output folder.",
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No per-condition lines.")] = False,
 ) -> None:
     """LDA topics and LSA + random forest on private vs clean bag-of-words (needs deniable\\[eval]).
 
-    Writes results.csv (every fit), results.md (means over seeds) and one plot per data set.
+    Writes results.csv (every fit), results.md (means over seeds), summary.md (one
+    table per metric: strategy x bins against eps/N), config.json and one plot per
+    data set (needs deniable\\[report]).
     """
-    from ..bow.evaluate import DATASETS, EvalConfig, plot_results, require_sklearn, run_evaluation, write_results
+    from ..bow.evaluate import (
+        DATASETS,
+        EvalConfig,
+        plot_results,
+        read_results,
+        require_sklearn,
+        run_evaluation,
+        write_results,
+    )
 
+    if from_results is not None:
+        rows = read_results(from_results)
+        if Path(from_results).resolve() == (Path(output) / "results.csv").resolve():
+            raise InvalidParameterError("--output", output, "another folder than the one holding --from-results")
+        paths = write_results(rows, output)
+        if plots:
+            paths += plot_results(rows, output)
+        if not quiet:
+            err.print("wrote " + ", ".join(str(p) for p in paths), highlight=False)
+        return
     require_sklearn()
     names = dataset or ["cfpb"]
     for n in names:
@@ -359,6 +399,7 @@ def evaluate_cmd(
     if not Path(root).is_dir():
         raise DataError(f"data folder {root} does not exist (pass --data-dir or set DENIABLE_DATA)")
     all_rows: list[dict[str, Any]] = []
+    configs: list[EvalConfig] = []
     strat = tuple(s.strip() for s in strategies.split(",") if s.strip())
     for name in names:
         cfg = EvalConfig(
@@ -371,14 +412,16 @@ def evaluate_cmd(
             strategies=strat,
             n_topics=topics,
             lda_iter=lda_iter,
+            lda_doc_iter=lda_doc_iter,
+            max_nonzero=max_nonzero,
             vocab_size=vocab_size,
             seeds=tuple(_ints("--seeds", seeds, 0)),
         )
         cfg.validate()
         rows = run_evaluation(cfg, log=None if quiet else (lambda s: err.print(s, highlight=False)))
         all_rows.extend(rows)
-        write_results(all_rows, output, cfg)
-    paths = [Path(output) / "results.csv", Path(output) / "results.md"]
+        configs.append(cfg)
+        paths = write_results(all_rows, output, configs)  # after each data set: partial results survive
     if plots:
         paths += plot_results(all_rows, output)
     if not quiet:
