@@ -68,7 +68,11 @@ def load_embedding(
         if not p.exists():
             raise EmbeddingError(f"embedding file {p} does not exist")
         fmt = format if format != "auto" else _guess_format(p)
-        if fmt == "saved":
+        if fmt == "saved" and (p / "brr.json").is_file():  # a BRR device artefact (codes + words)
+            from ..binarize.device import load_device_artefact
+
+            emb = load_device_artefact(p)
+        elif fmt == "saved":
             emb = Embedding.load(p)
         else:
             emb = _load_cached(p, fmt) if cache else _parse(p, fmt)

@@ -1,0 +1,181 @@
+"""Binary word codes for BRR (SPEC section 4): m-bit codes, m in {64, 128, 256, 512}.
+
+- ``"autoencoder"``: the near-lossless binarizing autoencoder of Tissier, Gravier and
+  Habrard (AAAI 2019), one weight matrix shared by encoder and decoder, trained here on
+  the embedding itself (numpy, minibatch Adam).
+- ``"simhash"`` (alias ``"random"``): sign of a Gaussian random projection.
+- ``"itq"``: iterative quantization (PCA + learned rotation).
+
+:func:`binarize` returns the packed codes of every word, a read-only ``(V, bits // 8)``
+uint8 matrix. Trained codes are cached on disk next to the embedding, keyed by method,
+bits, seed and hyper-parameters, and memory-mapped on the next call. The
+:mod:`deniable.binarize.device` module holds the on-device artefact (codes + words only).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .._cache import atomic_path
+from .._errors import EmbeddingError, InvalidParameterError
+from .._validation import check_choice, check_int
+from ._methods import autoencoder_codes, itq_codes, simhash_codes, train_autoencoder
+
+if TYPE_CHECKING:
+    from ..embedding import Embedding
+
+__all__ = [
+    "ALIASES",
+    "BINARIZERS",
+    "BITS",
+    "autoencoder_codes",
+    "binarize",
+    "check_binarizer",
+    "check_bits",
+    "check_codes",
+    "codes_cache_path",
+    "itq_codes",
+    "simhash_codes",
+    "train_autoencoder",
+]
+
+#: Supported code lengths.
+BITS = (64, 128, 256, 512)
+#: Binarizer names.
+BINARIZERS = ("autoencoder", "simhash", "itq")
+#: Other accepted names -> canonical name.
+ALIASES = {"random": "simhash", "sign": "simhash"}
+
+_OPTIONS: dict[str, dict[str, Any]] = {
+    "autoencoder": {
+        "epochs": 5,
+        "batch_size": 256,
+        "learning_rate": 1e-3,
+        "lam": 1.0,
+        "max_train_rows": 100000,
+    },
+    "itq": {"iterations": 50, "max_train_rows": 10000},
+    "simhash": {},
+}
+
+
+def check_bits(bits: object, name: str = "bits") -> int:
+    """A code length in :data:`BITS`."""
+    if isinstance(bits, bool) or not isinstance(bits, int | np.integer) or int(bits) not in BITS:
+        raise InvalidParameterError(name, bits, "one of " + ", ".join(map(str, BITS)))
+    return int(bits)
+
+
+def check_binarizer(method: object, name: str = "binarizer") -> str:
+    """A binarizer name (aliases resolved)."""
+    if isinstance(method, str) and method in ALIASES:
+        return ALIASES[method]
+    return check_choice(name, method, BINARIZERS)
+
+
+def check_codes(codes: npt.ArrayLike, rows: int | None = None, name: str = "codes") -> npt.NDArray[np.uint8]:
+    """Packed codes: a 2-d uint8 array with at least one byte per row (and ``rows`` rows)."""
+    arr = np.asarray(codes)
+    if arr.dtype != np.uint8 or arr.ndim != 2 or arr.shape[1] == 0:
+        raise InvalidParameterError(
+            name, f"array of dtype {arr.dtype} and shape {arr.shape}", "a (V, bits // 8) uint8 array of packed bits"
+        )
+    if rows is not None and arr.shape[0] != rows:
+        raise InvalidParameterError(name, f"array with {arr.shape[0]} rows", f"one row per word ({rows} rows)")
+    return arr
+
+
+def _resolved_options(method: str, options: dict[str, Any]) -> dict[str, Any]:
+    known = _OPTIONS[method]
+    for key in options:
+        if key not in known:
+            allowed = ", ".join(known) if known else "none"
+            raise InvalidParameterError(f"binarizer option {key!r}", options[key], f"{method} options: {allowed}")
+    merged = {**known, **options}
+    for key in ("epochs", "batch_size", "iterations"):
+        if key in merged:
+            merged[key] = check_int(key, merged[key], minimum=1)
+    if merged.get("max_train_rows") is not None:
+        merged["max_train_rows"] = check_int("max_train_rows", merged["max_train_rows"], minimum=2)
+    for key in ("learning_rate", "lam"):
+        if key in merged:
+            value = merged[key]
+            if isinstance(value, bool) or not isinstance(value, int | float) or not np.isfinite(value) or value < 0:
+                raise InvalidParameterError(key, value, "a finite number >= 0")
+            merged[key] = float(value)
+    return merged
+
+
+def codes_cache_path(embedding: Embedding, method: str, bits: int, seed: int, options: dict[str, Any]) -> Path:
+    """Where the codes for these parameters are cached (keyed by embedding, method, bits, seed, options)."""
+    key = json.dumps({"method": method, "bits": bits, "seed": seed, "options": options, "v": 1}, sort_keys=True)
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return embedding.cache_path("binary-codes", f"{method}-{bits}b-seed{seed}-{digest}.npy")
+
+
+def binarize(
+    embedding: Embedding,
+    bits: int = 256,
+    method: str = "autoencoder",
+    *,
+    seed: int = 0,
+    cache: bool = True,
+    show_progress: bool | None = None,
+    **options: Any,
+) -> npt.NDArray[np.uint8]:
+    """Packed ``bits``-bit codes of every word of ``embedding``, a read-only uint8 ``(V, bits // 8)`` matrix.
+
+    Parameters
+    ----------
+    embedding
+        The float embedding to binarize.
+    bits
+        Code length: 64, 128, 256 or 512.
+    method
+        ``"autoencoder"`` (Tissier et al.), ``"simhash"`` (alias ``"random"``) or ``"itq"``.
+    seed
+        Seed of the training / projection (a public parameter, not privacy noise): the
+        same seed gives the same codes.
+    cache
+        Read / write the codes in the on-disk cache (memory-mapped when read).
+    show_progress
+        Progress bar (default: when stderr is a terminal).
+    options
+        Hyper-parameters. autoencoder: ``epochs`` (5), ``batch_size`` (256),
+        ``learning_rate`` (1e-3), ``lam`` (1.0, the orthogonality weight),
+        ``max_train_rows`` (100000 random rows; ``None`` = all). itq: ``iterations``
+        (50), ``max_train_rows`` (10000).
+    """
+    bits = check_bits(bits)
+    method = check_binarizer(method)
+    seed = check_int("seed", seed, minimum=0)
+    opts = _resolved_options(method, options)
+    path = codes_cache_path(embedding, method, bits, seed, opts) if cache else None
+    if path is not None and path.is_file():
+        codes = np.load(path, mmap_mode="r", allow_pickle=False)
+        if codes.dtype != np.uint8 or codes.shape != (embedding.size, bits // 8):
+            raise EmbeddingError(f"cached codes {path} have shape {codes.shape}; delete the file to rebuild them")
+        return codes
+    x = embedding.vectors
+    if method == "simhash":
+        codes = simhash_codes(x, bits, seed)
+    elif method == "itq":
+        codes = itq_codes(x, bits, seed, show_progress=show_progress, **opts)
+    else:
+        codes = autoencoder_codes(x, bits, seed, show_progress=show_progress, **opts)
+    if path is None:
+        codes.flags.writeable = False
+        return codes
+
+    def write(p: Path) -> None:
+        with open(p, "wb") as fh:
+            np.save(fh, codes, allow_pickle=False)
+
+    atomic_path(path, write)
+    return np.load(path, mmap_mode="r", allow_pickle=False)

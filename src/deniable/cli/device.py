@@ -1,0 +1,148 @@
+"""``deniable export-device``: write BRR's compact on-device artefact (packed codes + words)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ._common import app, err, load_embedding_option
+
+__all__ = ["compare_cmd", "export_device_cmd", "float_sizes"]
+
+
+def float_sizes(embedding: object) -> dict[str, int | None]:
+    """Bytes of what the float mechanisms need: the float32 matrix, the word list, the indexes.
+
+    ``flat index`` is the faiss ``IndexFlatL2`` (a copy of the matrix); ``exact index`` is the
+    numpy exact decode's augmented copy ``[-2y, |y|^2]``; ``hnsw index`` is the cached
+    HNSW file (``None`` when it has not been built).
+    """
+    from ..embedding import Embedding
+
+    assert isinstance(embedding, Embedding)
+    v, n = embedding.size, embedding.dim
+    words = sum(len(w.encode("utf-8")) + 1 for w in embedding._words)
+    hnsw = embedding.cache_path("hnsw-m32-efc100.faiss")
+    return {
+        "float vectors": v * n * 4,
+        "words": words,
+        "flat index": v * n * 4,
+        "exact index": v * (n + 1) * 4,
+        "hnsw index": hnsw.stat().st_size if hnsw.is_file() else None,
+    }
+
+
+@app.command("export-device")
+def export_device_cmd(
+    output: Annotated[str, typer.Option("--output", "-o", help="Folder to write (codes.npy, words.txt, brr.json).")],
+    bits: Annotated[int, typer.Option("--bits", help="Code length: 64, 128, 256 or 512.")] = 256,
+    binarizer: Annotated[
+        str, typer.Option("--binarizer", help="autoencoder (Tissier et al.), simhash (alias random) or itq.")
+    ] = "autoencoder",
+    embedding: Annotated[
+        str | None,
+        typer.Option("--embedding", help="Float embedding to binarize (default: built-in GloVe 6B 50-d)."),
+    ] = None,
+    vocab_size: Annotated[int | None, typer.Option("--vocab-size", help="Keep only the N most frequent words.")] = None,
+    binarizer_seed: Annotated[
+        int, typer.Option("--binarizer-seed", help="Seed of the binarizer's training (public; not privacy noise).")
+    ] = 0,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or size report.")] = False,
+) -> None:
+    """Write everything BRR needs to privatize on a device: packed binary codes + the word list.
+
+    The codes are trained (or read from the cache) from the float embedding. Load the
+    folder with `deniable privatize --mechanism brr --embedding FOLDER ...` or
+    `BinaryRandomizedResponse.from_device(FOLDER, epsilon)`; no float vectors are needed.
+    """
+    from ..binarize import check_binarizer, check_bits
+    from ..binarize.device import CodeEmbedding
+    from ..mechanisms.brr import BinaryRandomizedResponse
+
+    bits = check_bits(bits, "--bits")
+    method = check_binarizer(binarizer, "--binarizer")
+    emb = load_embedding_option(embedding, vocab_size)
+    if isinstance(emb, CodeEmbedding):
+        from .._errors import InvalidParameterError
+
+        raise InvalidParameterError("--embedding", embedding, "a float embedding (this is already a device artefact)")
+    mech = BinaryRandomizedResponse(
+        emb, 1.0, bits=bits, binarizer=method, seed=binarizer_seed, show_progress=False if quiet else None
+    )
+    sizes = mech.export_device(Path(output))
+    if quiet:
+        return
+    fs = float_sizes(emb)
+    dec = mech.decoder
+
+    def say(text: str) -> None:
+        err.print(text, highlight=False, soft_wrap=True)
+
+    say(
+        f"wrote {output}: {emb.size:,} words, {bits}-bit {method} codes; "
+        f"{dec.n_codes:,} distinct codes ({dec.shared_codes:,} shared by {dec.words_sharing:,} words)"
+    )
+    art = sizes["total"]
+    say(f"  device artefact: {_human(art)} (codes {_human(sizes['codes.npy'])}, words {_human(sizes['words.txt'])})")
+    float_total = int(fs["float vectors"] or 0) + int(fs["words"] or 0)
+    say(f"  float embedding: {_human(float_total)} (float32 vectors + words)")
+    for name in ("flat index", "hnsw index"):
+        size = fs[name]
+        if size is None:
+            say(f"  float {name}: not built")
+            continue
+        total = float_total + size
+        say(f"  float embedding + {name}: {_human(total)} -> the artefact is {1 - art / total:.1%} smaller")
+
+
+def _human(n: int) -> str:
+    if n >= 2**20:
+        return f"{n / 2**20:.1f} MB"
+    return f"{n / 2**10:.1f} kB"
+
+
+@app.command("compare")
+def compare_cmd(
+    mechanism_a: Annotated[str, typer.Option("--mechanism-a", "-a", help="madlib, tem or brr.")],
+    mechanism_b: Annotated[str, typer.Option("--mechanism-b", "-b", help="madlib, tem or brr.")],
+    epsilon: Annotated[
+        str, typer.Option("--epsilon", "-e", help="Epsilon(s) of mechanism A to convert, e.g. 5,10.")
+    ] = "10",
+    pairs: Annotated[int, typer.Option("--pairs", help="Random word pairs for P_d.")] = 100000,
+    embedding: Annotated[
+        str | None, typer.Option("--embedding", help="Float embedding (default: built-in GloVe 6B 50-d).")
+    ] = None,
+    vocab_size: Annotated[int | None, typer.Option("--vocab-size", help="Keep the N most frequent words.")] = None,
+    metric: Annotated[str | None, typer.Option("--metric", help="tem: its metric.")] = None,
+    bits: Annotated[int | None, typer.Option("--bits", help="brr: code length.")] = None,
+    binarizer: Annotated[str | None, typer.Option("--binarizer", help="brr: autoencoder, simhash or itq.")] = None,
+    seed: Annotated[
+        int | None, typer.Option("--seed", help="Seed of the pair sample (fine: nothing is released).")
+    ] = None,
+) -> None:
+    """Privacy ratio (seed 001): the epsilon of B that gives it A's privacy-loss bound eps * P_d."""
+    from .._errors import InvalidParameterError
+    from ..calibrate.compare import privacy_ratio
+    from ._common import build_mechanism, check_mechanism_name, parse_floats
+
+    check_mechanism_name(mechanism_a)
+    check_mechanism_name(mechanism_b)
+    eps_list = parse_floats("--epsilon", epsilon)
+    if pairs < 2:
+        raise InvalidParameterError("--pairs", pairs, "an integer >= 2")
+    emb = load_embedding_option(embedding, vocab_size)
+    applies: dict[str, dict[str, Any]] = {
+        "madlib": {},
+        "tem": {"metric": metric},
+        "brr": {"bits": bits, "binarizer": binarizer},
+    }
+    mechs = [build_mechanism(m, emb, 1.0, **applies.get(m, {})) for m in (mechanism_a, mechanism_b)]
+    r = privacy_ratio(mechs[0], mechs[1], pairs=pairs, rng=seed)
+    say = typer.echo
+    say(f"P_d A ({mechanism_a}, {r.a.metric}) = {r.a.mean:.6g} +- {r.a.std_error:.2g}")
+    say(f"P_d B ({mechanism_b}, {r.b.metric}) = {r.b.mean:.6g} +- {r.b.std_error:.2g}")
+    say(f"R = P_dA / P_dB = {r.ratio:.6g} +- {r.std_error:.2g} ({r.a.pairs:,} pairs)")
+    for eps in eps_list:
+        say(f"{mechanism_a} epsilon {eps:g} <-> {mechanism_b} epsilon {r.epsilon_b(eps):.6g}")

@@ -1,0 +1,403 @@
+"""Binary embeddings + randomized response + Hamming nearest neighbour ("BRR", SPEC section 4, seed 001).
+
+For each token ``w``:
+
+1. ``b = b(w)``, the word's m-bit code (:mod:`deniable.binarize`);
+2. randomized response on every bit: flip it independently with probability
+   ``p = 1 / (1 + e^eps)`` (keep it with probability ``e^eps / (1 + e^eps)``);
+3. decode the noisy code ``b_hat`` to a nearest vocabulary code in Hamming distance,
+   ties between codes broken uniformly at random, then to a word: uniformly among
+   the words that share that code.
+
+Guarantee: ``Pr[M(w) = y] <= exp(eps * hamming(b(w), b(w'))) Pr[M(w') = y]``. The bit
+channel gives ``P(b_hat | b) / P(b_hat | b') = ((1 - p) / p)^(d(b', b_hat) - d(b, b_hat))
+<= e^(eps * d(b, b'))`` (triangle inequality), and step 3 uses only ``b_hat``, public
+codes and fresh randomness (post-processing). See docs/brr.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from .._cache import atomic_path
+from .._errors import InvalidParameterError
+from .._validation import check_choice, check_epsilon, check_int
+from ..binarize import binarize, check_binarizer, check_bits, check_codes
+from ..binarize.device import CodeEmbedding, load_device_artefact, save_device_artefact
+from ..embedding import Embedding
+from .base import Mechanism
+
+__all__ = [
+    "DECODERS",
+    "BinaryRandomizedResponse",
+    "HammingDecoder",
+    "channel_log_prob",
+    "flip_probability",
+    "hamming",
+    "randomized_response",
+    "sample_flip_masks",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Decoders: exact brute-force Hamming search (faiss ``IndexBinaryFlat``) or approximate HNSW.
+DECODERS = ("flat", "hnsw")
+
+_POPCOUNT8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint16)
+
+
+def flip_probability(epsilon: float) -> float:
+    """``1 / (1 + e^eps)``, computed without overflow."""
+    eps = check_epsilon(epsilon)
+    t = math.exp(-eps)
+    return t / (1.0 + t)
+
+
+def hamming(a: npt.ArrayLike, b: npt.ArrayLike) -> npt.NDArray[np.int64]:
+    """Row-wise Hamming distances of packed uint8 codes (broadcasting), as int64."""
+    x = np.bitwise_xor(np.asarray(a, dtype=np.uint8), np.asarray(b, dtype=np.uint8))
+    return _POPCOUNT8[x].sum(axis=-1, dtype=np.int64)
+
+
+def channel_log_prob(noisy: npt.ArrayLike, codes: npt.ArrayLike, epsilon: float, bits: int) -> npt.NDArray[np.float64]:
+    """``log P(b_hat | b)`` of the bit channel: ``d log p + (m - d) log(1 - p)``, ``d = hamming(b_hat, b)``."""
+    eps = check_epsilon(epsilon)
+    d = hamming(noisy, codes).astype(np.float64)
+    log_p = -eps - math.log1p(math.exp(-eps))  # log(1 / (1 + e^eps))
+    log_q = -math.log1p(math.exp(-eps))  # log(e^eps / (1 + e^eps))
+    return d * log_p + (bits - d) * log_q
+
+
+def sample_flip_masks(count: int, bits: int, p: float, rng: np.random.Generator) -> npt.NDArray[np.uint8]:
+    """``(count, ceil(bits / 8))`` packed masks whose ``bits`` leading bits are i.i.d. Bernoulli(p).
+
+    One float64 uniform per bit (``u < p``), so the flip probability is ``p`` up to 2^-53.
+    """
+    return np.packbits(rng.random((count, bits)) < p, axis=1)
+
+
+def randomized_response(
+    codes: npt.ArrayLike, epsilon: float, rng: np.random.Generator, bits: int | None = None
+) -> npt.NDArray[np.uint8]:
+    """Flip every bit of the packed ``codes`` independently with probability ``1 / (1 + e^eps)``."""
+    arr = check_codes(codes)
+    m = arr.shape[1] * 8 if bits is None else int(bits)
+    return np.bitwise_xor(arr, sample_flip_masks(arr.shape[0], m, flip_probability(epsilon), rng))
+
+
+class HammingDecoder:
+    """Nearest vocabulary code in Hamming distance, ties uniform, then a uniform word of that code.
+
+    The distinct codes are indexed once (``flat``: faiss ``IndexBinaryFlat``, exact;
+    ``hnsw``: faiss ``IndexBinaryHNSW``, approximate, cached on disk when ``cache_path``
+    is given). Words sharing a code are stored as groups (CSR): ``members[starts[g] :
+    starts[g] + counts[g]]`` are the word ids of distinct code ``g``.
+
+    Exact uniform tie-breaking (flat): a k-NN search returns the k smallest distances
+    exactly. If fewer than k of them equal the minimum ``D0``, the (k)-th result is
+    farther than ``D0``, so every code at ``D0`` is among the results. Otherwise a range
+    search with radius ``D0 + 1`` (faiss returns distances ``< radius``) lists all of
+    them. One of the tied codes is then drawn with ``rng.integers(0, count)``. Tiny
+    vocabularies (``NUMPY_MAX_BYTES``) are searched with numpy instead: all distances,
+    then the same uniform pick among the minima (``backend`` forces one or the other).
+    """
+
+    #: Vocabularies with at most this many code bytes in all are searched with numpy (no faiss call).
+    NUMPY_MAX_BYTES: ClassVar[int] = 4096
+
+    def __init__(
+        self,
+        codes: npt.ArrayLike,
+        *,
+        index: str = "flat",
+        tie_k: int = 16,
+        cache_path: Path | None = None,
+        backend: str = "auto",
+    ) -> None:
+        import faiss
+
+        arr = np.ascontiguousarray(check_codes(codes))
+        self.index_kind = check_choice("index", index, DECODERS)
+        check_choice("backend", backend, ("auto", "faiss", "numpy"))
+        self.tie_k = check_int("tie_k", tie_k, minimum=1)
+        self.bits = arr.shape[1] * 8
+        rows = arr.view(np.dtype((np.void, arr.shape[1]))).ravel()
+        _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+        self.unique_codes = np.ascontiguousarray(arr[first])
+        inverse = inverse.ravel()
+        self.code_of_word = inverse.astype(np.int64)
+        self.counts = np.bincount(inverse, minlength=len(first)).astype(np.int64)
+        self.starts = np.concatenate([[0], np.cumsum(self.counts)[:-1]]).astype(np.int64)
+        self.members = np.argsort(inverse, kind="stable").astype(np.int64)
+        small = self.unique_codes.nbytes <= self.NUMPY_MAX_BYTES
+        self.backend = "numpy" if backend == "numpy" or (backend == "auto" and small and index == "flat") else "faiss"
+        if self.index_kind == "flat":
+            self._index = faiss.IndexBinaryFlat(self.bits)
+            self._index.add(self.unique_codes)
+        else:
+            self._index = self._hnsw(cache_path)
+
+    def _hnsw(self, cache_path: Path | None, m: int = 32, ef_construction: int = 64, ef_search: int = 128) -> Any:
+        import faiss
+
+        from .._progress import progress
+
+        if cache_path is not None:
+            digest = hashlib.sha256(self.unique_codes.tobytes()).hexdigest()[:16]
+            path = cache_path / f"hnsw-{self.bits}b-{digest}-m{m}-efc{ef_construction}.faissbin"
+            if path.is_file():
+                loaded: Any = faiss.read_index_binary(str(path))
+                loaded.hnsw.efSearch = ef_search
+                return loaded
+        idx: Any = faiss.IndexBinaryHNSW(self.bits, m)
+        idx.hnsw.efConstruction = ef_construction
+        n = len(self.unique_codes)
+        with progress(n, "building binary HNSW index") as advance:
+            for s in range(0, n, 20000):
+                idx.add(self.unique_codes[s : s + 20000])
+                advance(min(20000, n - s))
+        idx.hnsw.efSearch = ef_search
+        if cache_path is not None:
+            atomic_path(path, lambda p: faiss.write_index_binary(idx, str(p)))
+        return idx
+
+    @property
+    def n_codes(self) -> int:
+        """Number of distinct codes."""
+        return len(self.unique_codes)
+
+    @property
+    def shared_codes(self) -> int:
+        """Number of codes that two or more words share."""
+        return int((self.counts > 1).sum())
+
+    @property
+    def words_sharing(self) -> int:
+        """Number of words whose code is shared with another word."""
+        return int(self.counts[self.counts > 1].sum())
+
+    def nearest_codes(self, noisy: npt.ArrayLike, rng: np.random.Generator) -> npt.NDArray[np.int64]:
+        """For each packed query, a distinct-code id at minimum Hamming distance (ties uniform)."""
+        q = np.ascontiguousarray(check_codes(noisy, name="noisy codes"))
+        if q.shape[1] * 8 != self.bits:
+            raise InvalidParameterError("noisy codes", f"{q.shape[1] * 8}-bit codes", f"{self.bits}-bit codes")
+        if self.backend == "numpy":
+            return self._numpy_nearest(q, rng)
+        n = q.shape[0]
+        k = min(self.tie_k, self.n_codes)
+        dist, ids = self._index.search(q, k)
+        valid = ids >= 0
+        d0 = np.where(valid, dist, np.iinfo(dist.dtype).max).min(axis=1, keepdims=True)
+        ties = (dist == d0) & valid
+        count = ties.sum(axis=1)
+        pick = rng.integers(0, count)
+        col = np.argmax(np.cumsum(ties, axis=1) > pick[:, None], axis=1)
+        out = ids[np.arange(n), col].astype(np.int64)
+        if self.index_kind == "flat" and k < self.n_codes:
+            full = np.nonzero(count == k)[0]
+            if full.size:
+                radii = d0[full, 0]
+                for r in np.unique(radii).tolist():
+                    rows = full[radii == r]
+                    lims, _, rid = self._index.range_search(q[rows], int(r) + 1)
+                    lims = lims.astype(np.int64)
+                    sizes = np.diff(lims)
+                    out[rows] = rid[lims[:-1] + rng.integers(0, sizes)]
+        return out
+
+    def _numpy_nearest(self, q: np.ndarray, rng: np.random.Generator) -> npt.NDArray[np.int64]:
+        """Brute force with a popcount table: all distances, then a uniform pick among the minima."""
+        out = np.empty(q.shape[0], dtype=np.int64)
+        step = max(1, 2**21 // max(1, self.unique_codes.nbytes))
+        for s in range(0, q.shape[0], step):
+            dist = _POPCOUNT8[q[s : s + step, None, :] ^ self.unique_codes[None, :, :]].sum(axis=2, dtype=np.int32)
+            ties = dist == dist.min(axis=1, keepdims=True)
+            pick = rng.integers(0, ties.sum(axis=1))
+            out[s : s + step] = np.argmax(np.cumsum(ties, axis=1) > pick[:, None], axis=1)
+        return out
+
+    def decode(self, noisy: npt.ArrayLike, rng: np.random.Generator) -> npt.NDArray[np.int64]:
+        """Word ids: a nearest code (ties uniform), then a uniform word among those sharing it."""
+        g = self.nearest_codes(noisy, rng)
+        return self.members[self.starts[g] + rng.integers(0, self.counts[g])]
+
+
+@dataclass(frozen=True, eq=False)
+class BinaryRandomizedResponse(Mechanism):
+    """Randomized response on the bits of a binary word code, decoded to the nearest code.
+
+    ``Pr[M(w)=y] <= exp(epsilon * hamming(b(w), b(w'))) Pr[M(w')=y]`` for all w, w', y.
+
+    Parameters
+    ----------
+    embedding
+        A float :class:`~deniable.Embedding` (binarized with ``binarizer``) or a
+        :class:`~deniable.binarize.device.CodeEmbedding` (a loaded device artefact; see
+        :meth:`from_device`).
+    epsilon
+        Privacy parameter (> 0), per bit of Hamming distance. Compare it with other
+        mechanisms' epsilon through :func:`deniable.calibrate.privacy_ratio`.
+    bits
+        Code length m in {64, 128, 256, 512}; default 256 (or the artefact's).
+    binarizer
+        ``"autoencoder"`` (default; Tissier et al. 2019), ``"simhash"`` (alias
+        ``"random"``), ``"itq"``, or a ``(V, bits // 8)`` uint8 array of packed codes.
+    seed
+        Seed of the binarizer's training (public, not privacy noise; codes are cached by it).
+    index
+        ``"flat"`` (exact Hamming search, exactly uniform ties; default) or ``"hnsw"``
+        (approximate, faster; same guarantee, lower fidelity; cached on disk).
+    batch_size
+        Tokens per block (bounds memory).
+    binarizer_options
+        Hyper-parameters for :func:`deniable.binarize.binarize`.
+    show_progress
+        Progress bar while training codes (default: when stderr is a terminal).
+    """
+
+    name: ClassVar[str] = "brr"
+    metric: ClassVar[str] = "hamming"  # type: ignore[misc]
+
+    embedding: Embedding
+    epsilon: float
+    bits: int | None = None
+    binarizer: str | np.ndarray | None = None
+    seed: int = 0
+    index: str = "flat"
+    batch_size: int = 8192
+    binarizer_options: dict[str, Any] = field(default_factory=dict, repr=False)
+    show_progress: bool | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "batch_size", check_int("batch_size", self.batch_size, minimum=1))
+        object.__setattr__(self, "seed", check_int("seed", self.seed, minimum=0))
+        check_choice("index", self.index, DECODERS)
+        emb = self.embedding
+        if not isinstance(emb, Embedding):
+            raise InvalidParameterError("embedding", type(emb).__name__, "a deniable.Embedding or a device artefact")
+        if isinstance(emb, CodeEmbedding):
+            codes = emb.codes
+            method = str(emb.params.get("binarizer", "precomputed"))
+            if self.bits is not None and self.bits != emb.bits:
+                raise InvalidParameterError("bits", self.bits, f"{emb.bits} (the bits of the device artefact) or None")
+            if self.binarizer is not None and (
+                not isinstance(self.binarizer, str) or check_binarizer(self.binarizer) != method
+            ):
+                raise InvalidParameterError(
+                    "binarizer", _short(self.binarizer), f"{method!r} (the artefact's binarizer) or None"
+                )
+            if self.binarizer_options:
+                raise InvalidParameterError(
+                    "binarizer_options", self.binarizer_options, "empty: the artefact's codes are already trained"
+                )
+        elif isinstance(self.binarizer, np.ndarray):
+            codes = check_codes(self.binarizer, rows=emb.size, name="binarizer")
+            method = "precomputed"
+            if self.bits is not None and self.bits != codes.shape[1] * 8:
+                allowed = f"{codes.shape[1] * 8} (the given codes' length) or None"
+                raise InvalidParameterError("bits", self.bits, allowed)
+        else:
+            method = check_binarizer("autoencoder" if self.binarizer is None else self.binarizer)
+            bits = check_bits(256 if self.bits is None else self.bits)
+            codes = binarize(
+                emb, bits, method, seed=self.seed, show_progress=self.show_progress, **self.binarizer_options
+            )
+        object.__setattr__(self, "bits", int(codes.shape[1] * 8))
+        object.__setattr__(self, "binarizer", method)
+        object.__setattr__(self, "_codes", codes)
+        cache = emb.cache_path("binary-index", "x").parent if self.index == "hnsw" else None
+        decoder = HammingDecoder(codes, index=self.index, cache_path=cache)
+        object.__setattr__(self, "_decoder", decoder)
+        if decoder.shared_codes:
+            logger.info(
+                "brr: %d of %d codes are shared by %d words (decoding picks uniformly among them)",
+                decoder.shared_codes,
+                decoder.n_codes,
+                decoder.words_sharing,
+            )
+
+    # -- construction from the on-device artefact --------------------------------------------
+    @classmethod
+    def from_device(cls, path: str | Path, epsilon: float, **options: Any) -> BinaryRandomizedResponse:
+        """Build the mechanism from a device artefact folder alone (codes + words, memory-mapped)."""
+        return cls(load_device_artefact(path), epsilon, **options)
+
+    def export_device(self, folder: str | Path) -> dict[str, int]:
+        """Write the device artefact (packed codes + words + params); return the file sizes in bytes."""
+        params = {
+            "binarizer": self.binarizer,
+            "seed": self.seed,
+            "source_embedding": self.embedding.name,
+            "source_fingerprint": self.embedding.fingerprint[:20],
+            "shared_codes": self.decoder.shared_codes,
+            "words_sharing_a_code": self.decoder.words_sharing,
+        }
+        if isinstance(self.embedding, CodeEmbedding):
+            params = {**self.embedding.params, "source_embedding": self.embedding.params.get("source_embedding")}
+        return save_device_artefact(folder, self.embedding._words, self.codes, params)
+
+    # -- the mechanism -------------------------------------------------------------------------
+    @property
+    def codes(self) -> npt.NDArray[np.uint8]:
+        """The packed codes of every word, ``(V, bits // 8)`` uint8."""
+        return self._codes  # type: ignore[attr-defined]
+
+    @property
+    def decoder(self) -> HammingDecoder:
+        """The Hamming nearest-code decoder."""
+        return self._decoder  # type: ignore[attr-defined]
+
+    @property
+    def flip_probability(self) -> float:
+        """``1 / (1 + e^epsilon)``."""
+        return flip_probability(self.epsilon)
+
+    def noisy_codes(self, ids: npt.ArrayLike, rng: np.random.Generator) -> npt.NDArray[np.uint8]:
+        """The randomized-response codes ``b_hat`` of each id, before decoding."""
+        flat = self.embedding.check_ids(ids).ravel()
+        masks = sample_flip_masks(flat.size, int(self.bits or 0), self.flip_probability, rng)
+        return np.bitwise_xor(self.codes[flat], masks)
+
+    def privatize(self, ids: npt.ArrayLike, rng: np.random.Generator) -> npt.NDArray[np.int64]:
+        arr = self.embedding.check_ids(ids)
+        flat = arr.ravel()
+        out = np.empty(flat.size, dtype=np.int64)
+        for s in range(0, flat.size, self.batch_size):
+            noisy = self.noisy_codes(flat[s : s + self.batch_size], rng)
+            out[s : s + len(noisy)] = self.decoder.decode(noisy, rng)
+        return out.reshape(arr.shape)
+
+    def distance(self, w: int, w2: int) -> float:
+        return float(hamming(self.codes[w], self.codes[w2]))
+
+    def pair_distances(self, a: npt.ArrayLike, b: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """Vectorized ``distance``: Hamming distances of the codes of ids ``a[i]``, ``b[i]``."""
+        ia = self.embedding.check_ids(a, "a")
+        ib = self.embedding.check_ids(b, "b")
+        return hamming(self.codes[ia], self.codes[ib]).astype(np.float64)
+
+    def describe(self) -> dict[str, object]:
+        d = super().describe()
+        d.update(
+            bits=self.bits,
+            binarizer=self.binarizer,
+            index=self.index,
+            flip_probability=self.flip_probability,
+            distinct_codes=self.decoder.n_codes,
+            shared_codes=self.decoder.shared_codes,
+            words_sharing_a_code=self.decoder.words_sharing,
+        )
+        return d
+
+
+def _short(value: object) -> object:
+    return f"array of shape {value.shape}" if isinstance(value, np.ndarray) else value

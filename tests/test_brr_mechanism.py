@@ -1,0 +1,210 @@
+"""BRR: the bit channel (exact), the sampler, the decode, the mechanism's API and validation."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from _brr_helpers import bound_violations, code_embedding, mixed_vocabulary, nibble_vocabulary
+from deniable import BinaryRandomizedResponse, InvalidParameterError, Privatizer
+from deniable.mechanisms import make_mechanism
+from deniable.mechanisms.brr import (
+    HammingDecoder,
+    channel_log_prob,
+    flip_probability,
+    hamming,
+    randomized_response,
+    sample_flip_masks,
+)
+
+
+def all_codes(m: int) -> np.ndarray:
+    """Every m-bit code (m <= 8) packed in one byte (leading bits), shape (2^m, 1)."""
+    return (np.arange(2**m, dtype=np.uint8) << (8 - m)).reshape(-1, 1)
+
+
+@pytest.mark.parametrize("m", [4, 5, 6, 7, 8])
+@pytest.mark.parametrize("eps", [0.1, 1.0, 3.0])
+def test_bit_channel_is_eps_hamming_private_exactly(m: int, eps: float) -> None:
+    """log P(b_hat|b) - log P(b_hat|b') <= eps * hamming(b, b') for all b, b', b_hat (m-bit)."""
+    c = all_codes(m)
+    # log P(b_hat | b) for every (b_hat, b): (2^m, 2^m)
+    logp = channel_log_prob(c[:, None, :], c[None, :, :], eps, m)
+    assert np.allclose(np.exp(logp).sum(axis=0), 1.0)  # a distribution over b_hat for each b
+    d = hamming(c[:, None, :], c[None, :, :]).astype(float)  # (b, b')
+    ratio = logp[:, :, None] - logp[:, None, :]  # [b_hat, b, b']
+    assert np.all(ratio <= eps * d[None, :, :] + 1e-9)
+    # tight: equality at b_hat = b
+    diag = ratio[np.arange(2**m), np.arange(2**m), :]
+    assert np.allclose(diag, eps * d)
+
+
+@pytest.mark.parametrize("m", [4, 8])
+def test_bit_channel_with_wrong_flip_probability_violates(m: int) -> None:
+    c = all_codes(m)
+    eps, wrong = 1.0, 1.5  # flip probability computed from the wrong epsilon
+    logp = channel_log_prob(c[:, None, :], c[None, :, :], wrong, m)
+    d = hamming(c[:, None, :], c[None, :, :]).astype(float)
+    ratio = logp[:, :, None] - logp[:, None, :]
+    assert np.any(ratio > eps * d[None, :, :] + 1e-9)
+
+
+def test_flip_probability() -> None:
+    assert flip_probability(0.0001) == pytest.approx(0.5, abs=1e-4)
+    assert flip_probability(2.0) == pytest.approx(1 / (1 + math.e**2))
+    assert flip_probability(1000.0) == 0.0 or flip_probability(1000.0) < 1e-300
+    with pytest.raises(InvalidParameterError, match="epsilon"):
+        flip_probability(0)
+
+
+def test_flip_masks_are_iid_bernoulli_per_bit() -> None:
+    """Each of the m bits (packbits order) flips with probability p, independently of the others."""
+    rng = np.random.default_rng(1)
+    p, n, m = 0.2, 40000, 24
+    masks = sample_flip_masks(n, m, p, rng)
+    assert masks.shape == (n, 3) and masks.dtype == np.uint8
+    bits = np.unpackbits(masks, axis=1)
+    rate = bits.mean(axis=0)
+    z = (rate - p) / math.sqrt(p * (1 - p) / n)
+    assert np.all(np.abs(z) < 5.5)
+    # pairwise independence of neighbouring bits
+    both = (bits[:, :-1] & bits[:, 1:]).mean(axis=0)
+    z2 = (both - p * p) / math.sqrt(p * p * (1 - p * p) / n)
+    assert np.all(np.abs(z2) < 5.5)
+    # number of flips per code ~ Binomial(m, p)
+    flips = bits.sum(axis=1)
+    observed = np.bincount(flips, minlength=m + 1)
+    expected = stats.binom.pmf(np.arange(m + 1), m, p) * n
+    keep = expected > 5
+    chi2 = ((observed[keep] - expected[keep]) ** 2 / expected[keep]).sum()
+    assert stats.chi2.sf(chi2, keep.sum() - 1) > 1e-6
+
+
+def test_randomized_response_only_touches_the_code_bits() -> None:
+    rng = np.random.default_rng(0)
+    codes = np.zeros((1000, 8), dtype=np.uint8)
+    noisy = randomized_response(codes, 0.5, rng)
+    assert noisy.shape == codes.shape and noisy.any()
+
+
+def test_word_level_bound_holds_and_wrong_epsilon_fails_fast() -> None:
+    codes = nibble_vocabulary()
+    assert bound_violations(codes, claimed_eps=1.0, true_eps=1.0, n=20000, seed=3) == 0
+    assert bound_violations(codes, claimed_eps=1.0, true_eps=1.6, n=20000, seed=3) > 0
+
+
+def test_exact_word_distribution_respects_the_bound() -> None:
+    """Enumerate every noisy 8-bit code: the decode's exact word distribution is eps*d_H private."""
+    codes = mixed_vocabulary()
+    eps, m = 0.8, 8
+    qs = all_codes(8)
+    dec = HammingDecoder(codes)
+    # exact decode distribution of each b_hat over words (uniform ties, then uniform sharers)
+    dist = hamming(qs[:, None, :], dec.unique_codes[None, :, :])  # (256, U)
+    tie = dist == dist.min(axis=1, keepdims=True)
+    p_code = tie / tie.sum(axis=1, keepdims=True)
+    p_word = p_code[:, dec.code_of_word] / dec.counts[dec.code_of_word][None, :]  # (256, V)
+    assert np.allclose(p_word.sum(axis=1), 1.0)
+    chan = np.exp(channel_log_prob(qs[:, None, :], codes[None, :, :], eps, m))  # (256 b_hat, V w)
+    out = chan.T @ p_word  # (V w, V y)
+    d = hamming(codes[:, None, :], codes[None, :, :]).astype(float)
+    lr = np.log(out)[:, None, :] - np.log(out)[None, :, :]
+    assert np.all(lr <= eps * d[:, :, None] + 1e-9)
+    # and the sampler matches this exact distribution
+    mech = BinaryRandomizedResponse(code_embedding(codes), eps, binarizer=codes)
+    rng = np.random.default_rng(5)
+    n = 20000
+    for w in (0, 3, 6):
+        got = np.bincount(mech.privatize(np.full(n, w), rng), minlength=len(codes))
+        chi2 = ((got - n * out[w]) ** 2 / (n * out[w])).sum()
+        assert stats.chi2.sf(chi2, len(codes) - 1) > 1e-6
+
+
+def test_privatize_shape_dtype_and_identity_at_huge_epsilon(rng: np.random.Generator) -> None:
+    codes = mixed_vocabulary()
+    mech = BinaryRandomizedResponse(code_embedding(codes), 1e6, binarizer=codes)
+    ids = np.array([[0, 1, 2], [5, 6, 7]])
+    out = mech.privatize(ids, rng)
+    assert out.shape == ids.shape and out.dtype == np.int64
+    assert np.array_equal(out, ids)
+    shared = mech.privatize(np.full(2000, 3), rng)
+    assert set(shared.tolist()) == {3, 4}  # words 3 and 4 share a code
+    assert mech.privatize(np.array([], dtype=np.int64), rng).shape == (0,)
+
+
+def test_distance_guarantee_describe() -> None:
+    codes = mixed_vocabulary()
+    mech = BinaryRandomizedResponse(code_embedding(codes), 2.0, binarizer=codes)
+    assert mech.distance(0, 5) == 8.0 and mech.distance(3, 4) == 0.0 and mech.distance(0, 1) == 2.0
+    assert mech.guarantee("w0", "w2") == pytest.approx(8.0)
+    assert np.array_equal(mech.pair_distances([0, 0], [5, 1]), [8.0, 2.0])
+    d = mech.describe()
+    assert d["mechanism"] == "brr" and d["metric"] == "hamming" and d["bits"] == 8
+    assert d["shared_codes"] == 1 and d["words_sharing_a_code"] == 2 and d["distinct_codes"] == 7
+    assert mech.flip_probability == pytest.approx(1 / (1 + math.exp(2)))
+
+
+def test_trained_codes_and_registry(tiny_embedding) -> None:  # type: ignore[no-untyped-def]
+    mech = make_mechanism("brr", tiny_embedding, 1.0, bits=64, binarizer="simhash")
+    assert isinstance(mech, BinaryRandomizedResponse)
+    assert mech.codes.shape == (8, 8) and mech.bits == 64 and mech.binarizer == "simhash"
+    out = mech.privatize(np.arange(8), np.random.default_rng(0))
+    assert out.min() >= 0 and out.max() < 8
+
+
+def test_privatizer_with_brr(toy_embedding) -> None:  # type: ignore[no-untyped-def]
+    mech = BinaryRandomizedResponse(toy_embedding, 1e4, bits=128, binarizer="simhash")
+    text = "The hockey game was great!"
+    assert Privatizer(mech).privatize(text, np.random.default_rng(0)) == text
+    mech_low = BinaryRandomizedResponse(toy_embedding, 0.05, bits=128, binarizer="simhash")
+    noisy = Privatizer(mech_low).privatize_batch([text] * 50, np.random.default_rng(0))
+    assert any(t != text for t in noisy) and all(t.endswith("!") for t in noisy)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"epsilon": 0}, "epsilon"),
+        ({"epsilon": float("nan")}, "epsilon"),
+        ({"bits": 100}, "bits"),
+        ({"bits": True}, "bits"),
+        ({"binarizer": "pca"}, "binarizer"),
+        ({"index": "ivf"}, "index"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"seed": -1}, "seed"),
+        ({"binarizer": np.zeros((3, 8), dtype=np.uint8)}, "binarizer"),
+        ({"binarizer": np.zeros((8, 8), dtype=np.int64)}, "binarizer"),
+        ({"binarizer": np.zeros((8, 8), dtype=np.uint8), "bits": 128}, "bits"),
+        ({"binarizer_options": {"epochs": 0}}, "epochs"),
+        ({"binarizer_options": {"nope": 1}}, "nope"),
+    ],
+)
+def test_bad_parameters_name_the_parameter(tiny_embedding, kwargs: dict, name: str) -> None:  # type: ignore[no-untyped-def]
+    args = {"epsilon": 1.0, "bits": 64, "binarizer": "simhash", **kwargs}
+    with pytest.raises(InvalidParameterError, match=name):
+        BinaryRandomizedResponse(tiny_embedding, **args)
+
+
+def test_bad_ids_and_embedding(tiny_embedding, rng: np.random.Generator) -> None:  # type: ignore[no-untyped-def]
+    mech = BinaryRandomizedResponse(tiny_embedding, 1.0, bits=64, binarizer="simhash")
+    with pytest.raises(InvalidParameterError, match="ids"):
+        mech.privatize([0, 8], rng)
+    with pytest.raises(InvalidParameterError, match="ids"):
+        mech.privatize([0.5], rng)
+    with pytest.raises(InvalidParameterError, match="embedding"):
+        BinaryRandomizedResponse("glove", 1.0)  # type: ignore[arg-type]
+
+
+def test_hamming_helper_matches_metrics_module() -> None:
+    from deniable.metrics import paired_distances
+
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 256, (50, 32), dtype=np.uint8)
+    b = rng.integers(0, 256, (50, 32), dtype=np.uint8)
+    assert np.array_equal(hamming(a, b), paired_distances(a, b, "hamming"))
+    for x, y in itertools.islice(zip(a, b, strict=True), 3):
+        assert hamming(x, y) == np.unpackbits(x ^ y).sum()
