@@ -1,1 +1,57 @@
-"""(being built)"""
+"""Evaluation harness: what privatization costs a task (utility) and what it buys (membership inference).
+
+- :mod:`~deniable.evaluate.data`: labelled text from CSV / JSONL / Parquet / Hugging Face,
+  and recipes for the shared data sets (IMDb, SST, 20 Newsgroups, Enron, CFPB, InsuranceQA);
+- :mod:`~deniable.evaluate.models`: TF-IDF + logistic regression, a fastText-style
+  classifier, the attack MLP, a TF-IDF answer ranker;
+- :mod:`~deniable.evaluate.membership`: the shadow-model attack of seed 004 App. C;
+- :mod:`~deniable.evaluate.harness`: the grid over mechanisms x epsilons x repeats;
+- :mod:`~deniable.evaluate.output`: CSV, markdown and plots.
+
+scikit-learn (``pip install 'deniable[eval]'``) and matplotlib (``deniable[report]``)
+are imported only when used.
+"""
+
+from __future__ import annotations
+
+from .data import RECIPES, QAPairs, Split, TaskData, load_hf, load_labelled, load_task, split_stratified
+from .harness import MODES, EvaluationConfig, EvaluationResult, mechanism_factories, run_evaluation, summarize
+from .membership import MembershipResult, membership_inference, shadow_attack, train_attack
+from .metrics import accuracy, auc, auc_interval, ranking_scores, t_interval
+from .models import MODELS, FastTextClassifier, TfidfLogistic, TfidfRanker, attack_model, make_model
+from .output import markdown_table, plot_metric, write_results
+
+__all__ = [
+    "MODELS",
+    "MODES",
+    "RECIPES",
+    "EvaluationConfig",
+    "EvaluationResult",
+    "FastTextClassifier",
+    "MembershipResult",
+    "QAPairs",
+    "Split",
+    "TaskData",
+    "TfidfLogistic",
+    "TfidfRanker",
+    "accuracy",
+    "attack_model",
+    "auc",
+    "auc_interval",
+    "load_hf",
+    "load_labelled",
+    "load_task",
+    "make_model",
+    "markdown_table",
+    "mechanism_factories",
+    "membership_inference",
+    "plot_metric",
+    "ranking_scores",
+    "run_evaluation",
+    "shadow_attack",
+    "split_stratified",
+    "summarize",
+    "t_interval",
+    "train_attack",
+    "write_results",
+]

@@ -1,0 +1,467 @@
+"""The evaluation loop: privatize, train, test, attack, over mechanisms x epsilons x repeats.
+
+Protocol (SPEC section 7; seed 004 App. C). Per repeat ``r`` the data are split
+into four disjoint sets drawn at random: TR1 and TR2 from the training side, TE1
+and TE2 from the test side (each half of its side, or ``train_size`` /
+``test_size`` rows when subsampling). For every model:
+
+- *clean baseline*: train on TR1, test on TE1;
+- *training time* (``mode="train"``): train on privatized TR1, test on clean TE1;
+- *test time* (``mode="test"``): the clean model, tested on privatized TE1;
+- *membership inference* (classification, when ``membership``): the models trained
+  on TR1 (clean and privatized) are attacked with a shadow model trained on clean TE2
+  (see :mod:`deniable.evaluate.membership`).
+
+Each text is privatized independently through :meth:`Privatizer.privatize_batch_with_stats`
+(one vectorized mechanism call per batch of texts; every token gets fresh noise).
+Confidence intervals: Student-t 95% intervals over the repeats; with a single
+repeat the AUC rows carry the Hanley-McNeil interval of that run instead.
+
+``max_words`` cuts every text (train and test sides alike) after its first
+``max_words`` word tokens: a documented way to make privatization affordable.
+
+Seeds: an evaluation releases nothing, so a fixed ``seed`` (reproducible splits,
+noise and model initialisations) is fine here; ``seed=None`` draws fresh entropy.
+
+For answer ranking (InsuranceQA) the model is a TF-IDF cosine ranker, TR1 is the
+training side's (question, answer) pairs and TE1 the test side's questions with at
+least one relevant answer; each question's candidates are its labelled answers plus
+``negatives`` answers drawn at random from the other test answers. Metrics: MAP and
+MRR. Membership inference does not apply to the ranker and is skipped.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .._errors import InvalidParameterError
+from .._progress import progress
+from .._validation import check_choice, check_epsilon, check_int
+from ..embedding import Embedding
+from ..mechanisms.base import Mechanism
+from ..privatizer import OOV_POLICIES, Privatizer, PrivatizeStats
+from ..text import WORD_PATTERN
+from .data import QAPairs, Split, TaskData
+from .membership import membership_inference, shadow_attack
+from .metrics import accuracy, ranking_scores, t_interval
+from .models import TextClassifier, TfidfRanker, check_model_names, make_model
+
+__all__ = [
+    "MODES",
+    "EvaluationConfig",
+    "EvaluationResult",
+    "MechanismFactory",
+    "mechanism_factories",
+    "run_evaluation",
+    "summarize",
+    "truncate_words",
+]
+
+MODES = ("train", "test")
+MechanismFactory = Callable[[Embedding, float], Mechanism]
+
+
+def mechanism_factories(
+    names: Sequence[str], options: Mapping[str, Mapping[str, Any]] | None = None
+) -> dict[str, MechanismFactory]:
+    """``{name: (embedding, eps) -> make_mechanism(name, embedding, eps, **options[name])}``."""
+    from ..mechanisms import MECHANISMS, make_mechanism
+
+    out: dict[str, MechanismFactory] = {}
+    for name in names:
+        if name not in MECHANISMS:
+            raise InvalidParameterError("mechanism", name, "one of " + ", ".join(sorted(MECHANISMS)))
+        opts = dict((options or {}).get(name, {}))
+
+        def factory(emb: Embedding, eps: float, _n: str = name, _o: dict[str, Any] = opts) -> Mechanism:
+            return make_mechanism(_n, emb, eps, **_o)
+
+        out[name] = factory
+    return out
+
+
+@dataclass(frozen=True)
+class EvaluationConfig:
+    """What to evaluate. ``mechanisms`` maps a name to a factory ``(embedding, eps) -> Mechanism``."""
+
+    mechanisms: Mapping[str, MechanismFactory]
+    epsilons: Sequence[float]
+    models: Sequence[str] = ("fasttext",)
+    modes: Sequence[str] = MODES
+    repeats: int = 3
+    seed: int | None = None
+    train_size: int | None = None
+    test_size: int | None = None
+    membership: bool = True
+    label_feature: bool = False
+    oov: str = "keep"
+    negatives: int = 49
+    max_words: int | None = None
+    batch_texts: int = 200
+    model_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.mechanisms:
+            raise InvalidParameterError("mechanisms", "none", "at least one mechanism")
+        if not self.epsilons:
+            raise InvalidParameterError("epsilons", "none", "at least one epsilon")
+        object.__setattr__(self, "epsilons", tuple(check_epsilon(e, "epsilon") for e in self.epsilons))
+        object.__setattr__(self, "models", tuple(check_model_names(list(self.models))))
+        modes = tuple(check_choice("mode", m, MODES) for m in self.modes)
+        if not modes:
+            raise InvalidParameterError("mode", "none", "train, test or both")
+        object.__setattr__(self, "modes", modes)
+        check_int("repeats", self.repeats)
+        for name in ("train_size", "test_size"):
+            v = getattr(self, name)
+            if v is not None:
+                check_int(name, v, minimum=2)
+        check_int("negatives", self.negatives, minimum=1)
+        if self.max_words is not None:
+            check_int("max_words", self.max_words)
+        check_int("batch_texts", self.batch_texts)
+        check_choice("oov", self.oov, OOV_POLICIES)
+
+
+@dataclass
+class EvaluationResult:
+    """Per-run rows (one per repeat and metric) and the settings that produced them."""
+
+    task: str
+    kind: str
+    embedding: str
+    config: EvaluationConfig
+    rows: list[dict[str, Any]]
+    seed_entropy: int
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self) -> list[dict[str, Any]]:
+        return summarize(self.rows)
+
+
+def summarize(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Mean and 95% interval per (model, mechanism, epsilon, mode, metric)."""
+    groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
+    for r in rows:
+        key = (r["model"], r["mechanism"], r["epsilon"], r["mode"], r["metric"])
+        groups.setdefault(key, []).append(r)
+    out = []
+    for (model, mech, eps, mode, metric), rs in groups.items():
+        vals = [float(r["value"]) for r in rs]
+        mean, lo, hi = t_interval(vals)
+        how = "t over repeats"
+        if len(vals) == 1 and not math.isnan(float(rs[0].get("ci_low", math.nan))):
+            lo, hi, how = float(rs[0]["ci_low"]), float(rs[0]["ci_high"]), "Hanley-McNeil (one run)"
+        elif len(vals) < 2:
+            how = "none (one run)"
+        out.append(
+            {
+                "model": model,
+                "mechanism": mech,
+                "epsilon": eps,
+                "mode": mode,
+                "metric": metric,
+                "n": len(vals),
+                "mean": mean,
+                "ci_low": lo,
+                "ci_high": hi,
+                "ci": how,
+            }
+        )
+    order = {"clean": 0, "train": 1, "test": 2}
+    out.sort(
+        key=lambda r: (
+            r["model"],
+            r["metric"],
+            r["mechanism"] != "none",
+            r["mechanism"],
+            order.get(r["mode"], 9),
+            -1.0 if math.isnan(r["epsilon"]) else r["epsilon"],
+        )
+    )
+    return out
+
+
+# ----------------------------------------------------------------------------- helpers
+class _Run:
+    """Shared state of one evaluation (progress, rows, privatization)."""
+
+    def __init__(self, task: TaskData, emb: Embedding, cfg: EvaluationConfig, show: bool | None) -> None:
+        self.task, self.emb, self.cfg, self.show = task, emb, cfg, show
+        self.rows: list[dict[str, Any]] = []
+        ss = np.random.SeedSequence(cfg.seed)
+        self.entropy = int(ss.entropy)  # type: ignore[arg-type]
+
+    def rng(self, *key: int) -> np.random.Generator:
+        return np.random.default_rng(np.random.SeedSequence([self.entropy, *key]))
+
+    def seed_of(self, *key: int) -> int:
+        return int(self.rng(*key).integers(2**31 - 1))
+
+    def row(self, **kw: Any) -> None:
+        base = {
+            "task": self.task.name,
+            "model": "",
+            "mechanism": "none",
+            "epsilon": math.nan,
+            "mode": "clean",
+            "repeat": 0,
+            "metric": "",
+            "value": math.nan,
+            "ci_low": math.nan,
+            "ci_high": math.nan,
+            "n_train": 0,
+            "n_test": 0,
+            "tokens": 0,
+            "changed_rate": math.nan,
+            "oov_rate": math.nan,
+            "privatize_seconds": math.nan,
+        }
+        base.update(kw)
+        self.rows.append(base)
+
+    def privatize(
+        self, privatizer: Privatizer, texts: Sequence[str], rng: np.random.Generator, what: str
+    ) -> tuple[list[str], PrivatizeStats, float]:
+        out: list[str] = []
+        stats = PrivatizeStats()
+        t0 = time.perf_counter()
+        step = self.cfg.batch_texts
+        with progress(len(texts), what, enabled=self.show) as advance:
+            for i in range(0, len(texts), step):
+                part, st = privatizer.privatize_batch_with_stats(texts[i : i + step], rng)
+                out.extend(part)
+                stats += st
+                advance(len(part))
+        return out, stats, time.perf_counter() - t0
+
+
+def truncate_words(texts: Sequence[str], max_words: int) -> list[str]:
+    """Each text cut after its first ``max_words`` word tokens (the separator after the last one is dropped)."""
+    out = []
+    for t in texts:
+        parts = WORD_PATTERN.split(t)
+        out.append(t if len(parts) <= 2 * max_words + 1 else "".join(parts[: 2 * max_words]))
+    return out
+
+
+def _priv_fields(stats: PrivatizeStats, seconds: float) -> dict[str, Any]:
+    known = stats.tokens - stats.oov
+    return {
+        "tokens": stats.tokens,
+        "changed_rate": stats.changed / known if known else math.nan,
+        "oov_rate": stats.oov_rate,
+        "privatize_seconds": seconds,
+    }
+
+
+def _draw(
+    n_total: int, size: int | None, halves: bool, rng: np.random.Generator, name: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """Two disjoint index sets (the second empty when ``halves`` is False)."""
+    if size is None:
+        size = n_total // 2 if halves else n_total
+    need = 2 * size if halves else size
+    if size < 1 or need > n_total:
+        allowed = f"at most {n_total // 2 if halves else n_total} (the data have {n_total:,} rows"
+        allowed += "; membership inference needs two disjoint sets of this size)" if halves else ")"
+        raise InvalidParameterError(name, size, allowed)
+    perm = rng.permutation(n_total)
+    return np.sort(perm[:size]), np.sort(perm[size:need])
+
+
+# ----------------------------------------------------------------------------- classification
+def _classification(run: _Run) -> None:
+    cfg, task = run.cfg, run.task
+    train: Split = task.train
+    test: Split = task.test
+    k = len(task.classes)
+    mia = cfg.membership
+    splits = []
+    for r in range(cfg.repeats):
+        rng = run.rng(r, 0)
+        tr1, tr2 = _draw(len(train), cfg.train_size, mia, rng, "train_size")
+        te1, te2 = _draw(len(test), cfg.test_size, mia, rng, "test_size")
+        parts = (train.take(tr1), train.take(tr2), test.take(te1), test.take(te2))
+        if cfg.max_words is not None:
+            parts = tuple(p.with_texts(truncate_words(p.texts, cfg.max_words)) for p in parts)  # type: ignore[assignment]
+        splits.append(parts)
+
+    def factory(model: str, seed: int) -> Callable[[], TextClassifier]:
+        return lambda: make_model(model, k, seed, **dict(cfg.model_options.get(model, {})))
+
+    clean: dict[tuple[int, str], TextClassifier] = {}
+    attacks: dict[tuple[int, str], object] = {}
+    for r, (TR1, TR2, TE1, TE2) in enumerate(splits):
+        for mi, model in enumerate(cfg.models):
+            m = factory(model, run.seed_of(r, 1, mi))().fit(TR1.texts, TR1.labels)
+            clean[r, model] = m
+            size = {"n_train": len(TR1), "n_test": len(TE1), "repeat": r, "model": model}
+            run.row(metric="accuracy", value=accuracy(m.predict_proba(TE1.texts), TE1.labels), **size)
+            if mia:
+                atk = shadow_attack(
+                    factory(model, run.seed_of(r, 2, mi)),
+                    TE2,
+                    TE1,
+                    seed=run.seed_of(r, 3, mi),
+                    label_feature=cfg.label_feature,
+                )
+                attacks[r, model] = atk
+                res = membership_inference(m, TR1, TR2, atk, label_feature=cfg.label_feature)
+                run.row(metric="mia_auc", value=res.auc, ci_low=res.ci_low, ci_high=res.ci_high, **size)
+    for j, (mech_name, make_mech) in enumerate(cfg.mechanisms.items()):
+        for ei, eps in enumerate(cfg.epsilons):
+            privatizer = Privatizer(make_mech(run.emb, eps), oov=cfg.oov)
+            for r, (TR1, TR2, TE1, _TE2) in enumerate(splits):
+                common = {"mechanism": mech_name, "epsilon": eps, "repeat": r, "n_train": len(TR1), "n_test": len(TE1)}
+                prng = run.rng(r, 10 + j, ei)
+                if "train" in cfg.modes:
+                    texts, st, sec = run.privatize(
+                        privatizer, TR1.texts, prng, f"{mech_name} eps={eps:g} repeat {r + 1}: train"
+                    )
+                    pf = _priv_fields(st, sec)
+                    for mi, model in enumerate(cfg.models):
+                        m = factory(model, run.seed_of(r, 1, mi))().fit(texts, TR1.labels)
+                        run.row(
+                            mode="train",
+                            model=model,
+                            metric="accuracy",
+                            value=accuracy(m.predict_proba(TE1.texts), TE1.labels),
+                            **common,
+                            **pf,
+                        )
+                        if mia:
+                            res = membership_inference(m, TR1, TR2, attacks[r, model], label_feature=cfg.label_feature)
+                            run.row(
+                                mode="train",
+                                model=model,
+                                metric="mia_auc",
+                                value=res.auc,
+                                ci_low=res.ci_low,
+                                ci_high=res.ci_high,
+                                **common,
+                                **pf,
+                            )
+                if "test" in cfg.modes:
+                    texts, st, sec = run.privatize(
+                        privatizer, TE1.texts, prng, f"{mech_name} eps={eps:g} repeat {r + 1}: test"
+                    )
+                    pf = _priv_fields(st, sec)
+                    for model in cfg.models:
+                        run.row(
+                            mode="test",
+                            model=model,
+                            metric="accuracy",
+                            value=accuracy(clean[r, model].predict_proba(texts), TE1.labels),
+                            **common,
+                            **pf,
+                        )
+
+
+# ----------------------------------------------------------------------------- ranking
+def _ranking(run: _Run) -> list[str]:
+    cfg, task = run.cfg, run.task
+    train: QAPairs = task.train
+    test: QAPairs = task.test
+    notes = ["membership inference is not run for answer ranking (no classifier outputs to attack)"]
+    q_names = sorted(set(test.questions))
+    q_index = {q: i for i, q in enumerate(q_names)}
+    a_names = sorted(set(test.answers))
+    a_index = {a: i for i, a in enumerate(a_names)}
+    tq = np.array([q_index[q] for q in test.questions])
+    ta = np.array([a_index[a] for a in test.answers])
+    with_rel = np.unique(tq[test.relevant])
+    model = "tfidf-ranker"
+    for r in range(cfg.repeats):
+        rng = run.rng(r, 0)
+        tr_idx, _ = _draw(len(train), cfg.train_size, False, rng, "train_size")
+        q_sel, _ = _draw(len(with_rel), cfg.test_size, False, rng, "test_size")
+        questions = with_rel[q_sel]
+        # candidates: each question's labelled answers + random other answers
+        cq, ca, cr = [], [], []
+        for q in questions.tolist():
+            own = np.flatnonzero(tq == q)
+            cq.extend([q] * len(own))
+            ca.extend(ta[own].tolist())
+            cr.extend(test.relevant[own].tolist())
+            banned = set(ta[own].tolist())
+            neg = rng.choice(len(a_names), size=min(cfg.negatives + len(banned), len(a_names)), replace=False)
+            negs = [a for a in neg.tolist() if a not in banned][: cfg.negatives]
+            cq.extend([q] * len(negs))
+            ca.extend(negs)
+            cr.extend([False] * len(negs))
+        cand_q, cand_a, rel = np.array(cq), np.array(ca), np.array(cr, dtype=bool)
+        used_q = np.unique(cand_q)
+        used_a = np.unique(cand_a)
+        train_texts = sorted(
+            {train.questions[i] for i in tr_idx.tolist()} | {train.answers[i] for i in tr_idx.tolist()}
+        )
+        size = {"n_train": len(tr_idx), "n_test": len(questions), "repeat": r, "model": model}
+
+        def score(
+            ranker: TfidfRanker,
+            qt: Mapping[int, str],
+            at: Mapping[int, str],
+            cand_q: np.ndarray = cand_q,
+            cand_a: np.ndarray = cand_a,
+            rel: np.ndarray = rel,
+        ) -> tuple[float, float]:
+            s = ranker.score([qt[q] for q in cand_q.tolist()], [at[a] for a in cand_a.tolist()])
+            return ranking_scores(s, rel, cand_q)
+
+        clean_q = {q: q_names[q] for q in used_q.tolist()}
+        clean_a = {a: a_names[a] for a in used_a.tolist()}
+        base = TfidfRanker().fit(train_texts)
+        mp, mrr = score(base, clean_q, clean_a)
+        run.row(metric="map", value=mp, **size)
+        run.row(metric="mrr", value=mrr, **size)
+        for j, (mech_name, make_mech) in enumerate(cfg.mechanisms.items()):
+            for ei, eps in enumerate(cfg.epsilons):
+                privatizer = Privatizer(make_mech(run.emb, eps), oov=cfg.oov)
+                prng = run.rng(r, 10 + j, ei)
+                common = {"mechanism": mech_name, "epsilon": eps, **size}
+                if "train" in cfg.modes:
+                    texts, st, sec = run.privatize(
+                        privatizer, train_texts, prng, f"{mech_name} eps={eps:g} repeat {r + 1}: train"
+                    )
+                    ranker = TfidfRanker().fit(texts)
+                    mp, mrr = score(ranker, clean_q, clean_a)
+                    pf = _priv_fields(st, sec)
+                    run.row(mode="train", metric="map", value=mp, **common, **pf)
+                    run.row(mode="train", metric="mrr", value=mrr, **common, **pf)
+                if "test" in cfg.modes:
+                    keys = [("q", q) for q in used_q.tolist()] + [("a", a) for a in used_a.tolist()]
+                    raw = [clean_q[i] if kind == "q" else clean_a[i] for kind, i in keys]
+                    texts, st, sec = run.privatize(
+                        privatizer, raw, prng, f"{mech_name} eps={eps:g} repeat {r + 1}: test"
+                    )
+                    pq = {i: t for (kind, i), t in zip(keys, texts, strict=True) if kind == "q"}
+                    pa = {i: t for (kind, i), t in zip(keys, texts, strict=True) if kind == "a"}
+                    mp, mrr = score(base, pq, pa)
+                    pf = _priv_fields(st, sec)
+                    run.row(mode="test", metric="map", value=mp, **common, **pf)
+                    run.row(mode="test", metric="mrr", value=mrr, **common, **pf)
+    return notes
+
+
+def run_evaluation(
+    task: TaskData, embedding: Embedding, config: EvaluationConfig, *, show_progress: bool | None = None
+) -> EvaluationResult:
+    """Run the whole grid; see the module docstring for the protocol."""
+    if not isinstance(embedding, Embedding):
+        raise InvalidParameterError("embedding", type(embedding).__name__, "a deniable.Embedding")
+    run = _Run(task, embedding, config, show_progress)
+    notes: list[str] = []
+    if task.kind == "ranking":
+        notes = _ranking(run)
+    else:
+        if len(task.classes) < 2:
+            raise InvalidParameterError("task", task.name, "labelled data with at least two classes")
+        _classification(run)
+    return EvaluationResult(task.name, task.kind, embedding.name, config, run.rows, run.entropy, notes)

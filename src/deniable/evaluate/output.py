@@ -1,0 +1,225 @@
+"""Write an evaluation's results: raw rows and summary (CSV), a markdown table, JSON settings, PNG plots."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._errors import DataError
+from .harness import EvaluationResult
+
+__all__ = ["markdown_table", "plot_metric", "write_results"]
+
+_METRIC_LABEL = {"accuracy": "accuracy", "mia_auc": "MIA AUC", "map": "MAP", "mrr": "MRR"}
+_MODE_LABEL = {"train": "training time", "test": "test time", "clean": "clean"}
+_COLORS = ("#4C72B0", "#C44E52", "#55A868", "#8172B2", "#CCB974", "#64B5CD")
+
+
+def _fmt(mean: float, lo: float, hi: float) -> str:
+    """``mean [lo, hi]``; the interval is clipped to [0, 1], the range of every metric here."""
+    if math.isnan(mean):
+        return ""
+    if math.isnan(lo):
+        return f"{mean:.3f}"
+    return f"{mean:.3f} [{max(lo, 0.0):.3f}, {min(hi, 1.0):.3f}]"
+
+
+def markdown_table(summary: Sequence[Mapping[str, Any]]) -> str:
+    """One row per (model, mechanism, epsilon); one column per (mode, metric): ``mean [95% CI]``."""
+    cols: list[tuple[str, str]] = []
+    rows: dict[tuple[str, str, float], dict[tuple[str, str], str]] = {}
+    for s in summary:
+        mode = "clean" if s["mechanism"] == "none" else s["mode"]
+        col = (s["metric"], mode if s["metric"] != "mia_auc" else "train")
+        if col not in cols:
+            cols.append(col)
+        key = (s["model"], "clean" if s["mechanism"] == "none" else s["mechanism"], s["epsilon"])
+        rows.setdefault(key, {})[col] = _fmt(s["mean"], s["ci_low"], s["ci_high"])
+    order = {"accuracy": 0, "map": 0, "mrr": 1, "mia_auc": 2}
+    mode_order = {"clean": 0, "train": 1, "test": 2}
+    cols.sort(key=lambda c: (order.get(c[0], 9), mode_order.get(c[1], 9)))
+    header_cols = []
+    for metric, mode in cols:
+        label = _METRIC_LABEL.get(metric, metric)
+        if metric != "mia_auc":
+            label += (
+                " ("
+                + (
+                    "train private, test clean"
+                    if mode == "train"
+                    else "train clean, test private"
+                    if mode == "test"
+                    else "clean"
+                )
+                + ")"
+            )
+        header_cols.append(label)
+    # merge clean columns into the private ones: the baseline row shows its value under every column of its metric
+    merged: list[tuple[str, str]] = [c for c in cols if c[1] != "clean"] or cols
+    head = ["model", "mechanism", "ε"] + [header_cols[cols.index(c)] for c in merged]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for (model, mech, eps), vals in sorted(
+        rows.items(), key=lambda kv: (kv[0][0], kv[0][1] != "clean", kv[0][1], 0 if math.isnan(kv[0][2]) else kv[0][2])
+    ):
+        cells = []
+        for metric, mode in merged:
+            v = vals.get((metric, mode)) or (vals.get((metric, "clean"), "") if mech == "clean" else "")
+            if mech == "clean" and metric == "mia_auc":
+                v = vals.get((metric, "train"), "")
+            cells.append(v)
+        lines.append("| " + " | ".join([model, mech, "—" if math.isnan(eps) else f"{eps:g}", *cells]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_metric(summary: Sequence[Mapping[str, Any]], metric: str, path: str | Path, *, title: str = "") -> Path | None:
+    """``metric`` against epsilon (log scale), one panel per model, a line (with 95% band) per mechanism and
+    mode, the clean baseline as a horizontal line with its band. None when there is nothing to plot."""
+    from ..report import _figure, _save
+
+    rows = [s for s in summary if s["metric"] == metric]
+    if not rows:
+        return None
+    models = sorted({s["model"] for s in rows})
+    fig = _figure(4.6 * len(models) + 0.4, 3.6)
+    axes = fig.subplots(1, len(models), squeeze=False)[0]
+    for ax, model in zip(axes, models, strict=True):
+        mine = [s for s in rows if s["model"] == model]
+        lines = sorted({(s["mechanism"], s["mode"]) for s in mine if s["mechanism"] != "none"})
+        eps_all = sorted({s["epsilon"] for s in mine if s["mechanism"] != "none"})
+        for mech, mode in lines:
+            pts = sorted((s for s in mine if s["mechanism"] == mech and s["mode"] == mode), key=lambda s: s["epsilon"])
+            x = np.array([s["epsilon"] for s in pts])
+            y = np.array([s["mean"] for s in pts])
+            lo = np.clip(np.array([s["ci_low"] for s in pts], dtype=float), 0.0, 1.0)
+            hi = np.clip(np.array([s["ci_high"] for s in pts], dtype=float), 0.0, 1.0)
+            color = _COLORS[sorted({m for m, _ in lines}).index(mech) % len(_COLORS)]
+            style = "o-" if mode == "train" else "s--"
+            label = mech if metric == "mia_auc" else f"{mech}, {_MODE_LABEL[mode]}"
+            ax.plot(x, y, style, color=color, label=label)
+            if np.isfinite(lo).any():
+                ax.fill_between(x, lo, hi, color=color, alpha=0.15 if mode == "train" else 0.08)
+        base = [s for s in mine if s["mechanism"] == "none"]
+        if base and eps_all:
+            b = base[0]
+            ax.axhline(b["mean"], color="black", lw=1.2, label="clean baseline")
+            if not math.isnan(b["ci_low"]):
+                ax.axhspan(max(b["ci_low"], 0.0), min(b["ci_high"], 1.0), color="black", alpha=0.08)
+        if metric == "mia_auc":
+            ax.axhline(0.5, color="grey", ls=":", lw=1, label="chance (0.5)")
+        if eps_all and min(eps_all) > 0 and max(eps_all) / min(eps_all) >= 4:
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(eps_all, [f"{e:g}" for e in eps_all])
+        ax.set_xlabel("epsilon")
+        ax.set_ylabel(_METRIC_LABEL.get(metric, metric))
+        ax.set_title(model, fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return _save(fig, path)
+
+
+def _cell(v: Any) -> Any:
+    if isinstance(v, float):
+        return "" if math.isnan(v) else f"{v:.6g}"
+    return v
+
+
+def _write_csv(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
+    if not rows:
+        raise DataError("no results to write")
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: _cell(v) for k, v in r.items()})
+
+
+def write_results(
+    result: EvaluationResult, folder: str | Path, *, plots: bool = True, command: str = ""
+) -> dict[str, Path]:
+    """Write ``runs.csv`` (one row per repeat and metric), ``results.csv`` (summary), ``results.md``,
+    ``settings.json`` and, with ``plots``, ``<metric>.png`` files. Returns the paths by name."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    summary = result.summary()
+    paths = {
+        "runs": out / "runs.csv",
+        "results": out / "results.csv",
+        "markdown": out / "results.md",
+        "settings": out / "settings.json",
+    }
+    _write_csv(result.rows, paths["runs"])
+    _write_csv(summary, paths["results"])
+    cfg = result.config
+    settings = {
+        "task": result.task,
+        "kind": result.kind,
+        "embedding": result.embedding,
+        "mechanisms": list(cfg.mechanisms),
+        "epsilons": list(cfg.epsilons),
+        "models": list(cfg.models) if result.kind == "classification" else ["tfidf-ranker"],
+        "modes": list(cfg.modes),
+        "repeats": cfg.repeats,
+        "seed": cfg.seed if cfg.seed is not None else f"none (fresh entropy {result.seed_entropy})",
+        "train_size": cfg.train_size,
+        "test_size": cfg.test_size,
+        "membership": cfg.membership and result.kind == "classification",
+        "oov": cfg.oov,
+        "command": command,
+        "notes": result.notes,
+    }
+    paths["settings"].write_text(json.dumps(settings, indent=2, default=str), encoding="utf-8")
+    md = [f"# Evaluation: {result.task} with {result.embedding}", ""]
+    if command:
+        md += ["```", command, "```", ""]
+    n_train = max((int(r["n_train"]) for r in result.rows), default=0)
+    n_test = max((int(r["n_test"]) for r in result.rows), default=0)
+    md += [
+        f"- mechanisms: {', '.join(cfg.mechanisms)}; epsilons: {', '.join(f'{e:g}' for e in cfg.epsilons)}",
+        f"- repeats: {cfg.repeats}; seed: {settings['seed']} (evaluation only: nothing is released)",
+        f"- rows per repeat: {n_train:,} training (TR1), {n_test:,} test (TE1)"
+        + ("; membership inference with TR2 / TE2 of the same sizes" if settings["membership"] else ""),
+        "- cells: mean [95% CI]; CI = Student-t over repeats, clipped to [0, 1] (with one repeat: Hanley-McNeil "
+        "for the AUC, none for accuracy)",
+        *(f"- note: {n}" for n in result.notes),
+        "",
+        markdown_table(summary),
+    ]
+    tok = [r for r in result.rows if r["tokens"]]
+    if tok:
+        md += ["", "Privatization speed (tokens / s, all repeats):", ""]
+        md += ["| mechanism | ε | tokens | changed | OOV | tokens/s |", "|---|---|---|---|---|---|"]
+        seen: dict[tuple[str, float], list[Mapping[str, Any]]] = {}
+        done: set[tuple[str, float, int, float]] = set()
+        for r in tok:
+            key = (r["mechanism"], r["epsilon"], r["repeat"], r["privatize_seconds"])
+            if key in done:
+                continue
+            done.add(key)
+            seen.setdefault((r["mechanism"], r["epsilon"]), []).append(r)
+        for (mech, eps), rs in seen.items():
+            n = sum(int(r["tokens"]) for r in rs)
+            sec = sum(float(r["privatize_seconds"]) for r in rs)
+            ch = float(np.mean([r["changed_rate"] for r in rs]))
+            oov = float(np.mean([r["oov_rate"] for r in rs]))
+            md.append(f"| {mech} | {eps:g} | {n:,} | {ch:.1%} | {oov:.1%} | {n / sec if sec else math.nan:,.0f} |")
+    if plots:
+        for metric in ("accuracy", "map", "mrr", "mia_auc"):
+            p = plot_metric(
+                summary,
+                metric,
+                out / f"{metric}.png",
+                title=f"{result.task}: {_METRIC_LABEL[metric]} against epsilon ({result.embedding})",
+            )
+            if p is not None:
+                paths[metric] = p
+                md += ["", f"![{_METRIC_LABEL[metric]} against epsilon]({p.name})"]
+    paths["markdown"].write_text("\n".join(md) + "\n", encoding="utf-8")
+    return paths

@@ -1,0 +1,738 @@
+"""The Truncated Exponential Mechanism (TEM, SPEC section 3; seed 004), exact and fast.
+
+For an input word ``w`` with ``a = epsilon / 2``::
+
+    Pr[M(w) = y]  ∝  exp(-a * min(d(w, y), gamma))
+
+i.e. ``exp(-a d)`` inside the ball ``L_w = {y : d(w, y) <= gamma}`` and the constant
+``exp(-a gamma)`` outside it (the bottom element of the paper, whose probability is
+shared uniformly by the words outside). This is ``epsilon * d``-private for any metric
+``d`` and any ``gamma``.
+
+Sampling is exact in every regime (see docs/tem.md for the proofs); for each distinct
+word of a batch one of three exact samplers is used:
+
+1. **table** (Appendix B): ``L_w`` with exact distances is stored (memory LRU + disk
+   shards memory-mapped, keyed by embedding, metric and gamma); a token costs one
+   inverse-CDF lookup (``searchsorted`` on the cumulative weights) and, for the bottom
+   element, a uniform word outside ``L_w`` drawn by rejection from the vocabulary.
+2. **uniform rejection**: propose ``y`` uniformly from the vocabulary, accept with
+   probability ``exp(-a min(d, gamma))`` (the envelope is the maximum weight 1). Used
+   when the acceptance rate measured on the batch is high (small epsilon), it needs no
+   pre-computation at all; tokens not accepted within a bounded number of rounds fall
+   through to 3 or 1.
+3. **shells**: one float32 pass over the vocabulary gives proven lower bounds
+   ``lb(y) <= d(w, y)``; words are grouped into shells ``k = floor(a min(lb, gamma) / h)``
+   with envelope weight ``exp(-h k) >= exp(-a min(d, gamma))``; a token picks a shell by
+   its envelope mass, a uniform member, and is accepted with probability
+   ``exp(-a min(d, gamma) + h k) >= exp(-h - slack)``. Used when ``L_w`` is too large
+   to store (small epsilon or large gamma): no exponential over the whole vocabulary.
+
+Every probability is computed from :meth:`Geometry.exact` (float64 distances by
+differences), the same function :meth:`TruncatedExponential.compact_distribution`
+uses, so the sampled distribution is the stated one (up to float64 rounding).
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+import numpy.typing as npt
+from scipy.special import logsumexp
+
+from .._errors import InvalidParameterError, ResourceLimitError
+from .._progress import progress
+from .._validation import check_epsilon, check_int, check_positive, check_probability
+from ..embedding import Embedding
+from ..metrics import check_metric
+from ._tem_geometry import TEM_METRICS, Geometry
+from ._tem_store import Table, TableStore
+from .base import Mechanism
+
+__all__ = ["CompactDistribution", "TruncatedExponential", "theorem3_gamma"]
+
+#: The most shells of the shell sampler (bounds its per-word bookkeeping).
+_MAX_SHELLS = 2048
+#: Shell width in log-weight: acceptance >= exp(-_SHELL_H) (before the screening slack).
+_SHELL_H = 0.05
+#: exp(-x) is 0.0 in float64 beyond this; weights beyond it are exactly zero everywhere.
+_LOG_UNDERFLOW = 800.0
+#: Largest gamma (a larger one changes nothing: every distance is below it).
+_GAMMA_MAX = 1e300
+#: Tokens processed at once by the uniform-rejection stage (bounds memory).
+_CHUNK = 1 << 16
+#: The uniform-rejection stage runs only when its pilot acceptance rate is at least this.
+_UNIFORM_MIN_RATE = 1.0 / 64
+#: Neighbours kept per word by the k-NN envelope sampler (its tables do not depend on
+#: epsilon or gamma, only on the embedding and the metric).
+_KNN_K = 256
+#: The k-NN envelope sampler is used for a word only when its envelope mass is at most
+#: this many times the explicit mass (a bound on the expected proposals per token).
+_KNN_MAX_RATIO = 1024.0
+#: A newly scanned word whose k-NN envelope costs at most this many proposals per token
+#: is sampled from its k-NN table alone (no ball table is built: that saves a pass over
+#: the vocabulary and the disk space of a large ball).
+_KNN_PREFER_RATIO = 2.0
+#: Proposals evaluated at once by the k-NN envelope sampler (bounds its scratch memory).
+_KNN_CHUNK = 1 << 13
+
+
+def _flush_quietly(store: TableStore) -> None:
+    """Flush pending tables when the mechanism goes away (a full disk must not raise there)."""
+    try:
+        store.flush()
+    except OSError:
+        pass
+
+
+def theorem3_gamma(epsilon: float, beta: float, vocab_size: int) -> float:
+    """``gamma = (2 / epsilon) ln((1 - beta)(V - 1) / beta)`` (seed 004, Theorem 3), at least 0.
+
+    With this gamma the output lies within distance gamma of the input with probability
+    at least ``1 - beta``.
+    """
+    arg = (1.0 - beta) * (vocab_size - 1) / beta
+    if arg <= 1.0:
+        return 0.0
+    return min(2.0 / epsilon * math.log(arg), _GAMMA_MAX)  # tiny epsilon: no truncation at all
+
+
+@dataclass(frozen=True)
+class CompactDistribution:
+    """TEM's output distribution for one input word, without listing the outside words.
+
+    ``ids`` are the words of ``L_w`` (sorted), ``probs`` their probabilities; each of the
+    ``n_outside`` other words has probability ``p_outside``.
+    """
+
+    ids: npt.NDArray[np.int64]
+    probs: npt.NDArray[np.float64]
+    n_outside: int
+    p_outside: float
+
+    @property
+    def total(self) -> float:
+        """Sum of all probabilities (1 up to rounding)."""
+        return float(self.probs.sum() + self.n_outside * self.p_outside)
+
+
+@dataclass(frozen=True, eq=False)
+class TruncatedExponential(Mechanism):
+    """The truncated exponential mechanism: ``Pr[M(w)=y] ∝ exp(-eps min(d(w,y), gamma) / 2)``.
+
+    ``Pr[M(w)=y] <= exp(epsilon * d(w, w')) Pr[M(w')=y]`` for all w, w', y, for the chosen
+    metric and any gamma.
+
+    Parameters
+    ----------
+    embedding
+        The vocabulary and vectors (restrict it with ``Embedding.subset`` / ``--vocab-size``).
+    epsilon
+        Privacy parameter (> 0).
+    metric
+        ``"euclidean"``, ``"manhattan"``, ``"chebyshev"`` or ``"angular"``
+        (``arccos(cos) / pi``). Non-metrics such as cosine distance are rejected.
+    gamma
+        Truncation threshold (>= 0). ``None``: from ``beta`` by Theorem 3; the value used
+        is :attr:`gamma` after construction.
+    beta
+        Probability of leaving the gamma-ball, in (0, 1), used when ``gamma`` is None.
+    cache
+        Store neighbour tables on disk (``embedding.cache_path``) for later runs.
+    table_max
+        Largest candidate set kept as an explicit table; larger balls are sampled with
+        the shell sampler (no table).
+    memory_bytes
+        Budget of the in-memory table cache (LRU).
+    disk_bytes
+        Budget of the tables on disk for this (embedding, metric, gamma); beyond it new
+        tables are kept in memory only.
+    block_bytes
+        Scratch memory for a block of float32 distance rows.
+    show_progress
+        Progress bar while scanning the vocabulary (default: when stderr is a terminal).
+    """
+
+    name: ClassVar[str] = "tem"
+
+    embedding: Embedding
+    epsilon: float
+    metric: str = "euclidean"
+    gamma: float | None = None
+    beta: float = 1e-3
+    cache: bool = True
+    table_max: int = 1 << 15
+    memory_bytes: int = 256 << 20
+    disk_bytes: int = 4 << 30
+    block_bytes: int = 128 << 20
+    show_progress: bool | None = None
+    # derived state, set in __post_init__
+    _a: float = field(init=False, repr=False)
+    _gamma_from: str = field(init=False, repr=False)
+    _geo: Geometry = field(init=False, repr=False)
+    _store: TableStore = field(init=False, repr=False)
+    _totals: dict[int, float] = field(init=False, repr=False)
+    _knn: TableStore = field(init=False, repr=False)
+    _k: int = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.embedding, Embedding):
+            raise InvalidParameterError("embedding", type(self.embedding).__name__, "a deniable.Embedding")
+        eps = check_epsilon(self.epsilon)
+        object.__setattr__(self, "epsilon", eps)
+        metric = check_metric(self.metric)
+        if metric not in TEM_METRICS:
+            raise InvalidParameterError(
+                "metric", metric, "one of " + ", ".join(TEM_METRICS) + " (hamming applies to binary codes: use brr)"
+            )
+        object.__setattr__(self, "metric", metric)
+        beta = check_probability("beta", self.beta)
+        object.__setattr__(self, "beta", beta)
+        if self.gamma is None:
+            gamma = theorem3_gamma(eps, beta, self.embedding.size)
+            object.__setattr__(self, "_gamma_from", "beta")
+        else:
+            gamma = min(check_positive("gamma", self.gamma, allow_zero=True), _GAMMA_MAX)
+            object.__setattr__(self, "_gamma_from", "given")
+        object.__setattr__(self, "gamma", float(gamma))
+        if not isinstance(self.cache, bool):
+            raise InvalidParameterError("cache", self.cache, "True or False")
+        for name in ("table_max", "memory_bytes", "disk_bytes", "block_bytes"):
+            object.__setattr__(self, name, check_int(name, getattr(self, name), minimum=1))
+        v = self.embedding.size
+        if 16 * v > self.block_bytes:
+            raise ResourceLimitError(
+                f"TEM needs about {16 * v / 2**20:.0f} MiB of scratch per distance row for a vocabulary "
+                f"of {v:,} words, more than block_bytes={self.block_bytes:,}: restrict the vocabulary "
+                "(--vocab-size) or raise block_bytes"
+            )
+        object.__setattr__(self, "_a", eps / 2.0)
+        object.__setattr__(self, "_geo", Geometry(self.embedding, metric))
+        emb, key = self.embedding, f"{metric}-{float(gamma).hex()}"
+        directory = (lambda: emb.cache_path("tem", key, "x").parent) if self.cache else None
+        store = TableStore(directory, memory_bytes=self.memory_bytes, disk_bytes=self.disk_bytes)
+        object.__setattr__(self, "_store", store)
+        object.__setattr__(self, "_totals", {})  # word -> total table mass (for this epsilon)
+        k = min(_KNN_K, v)
+        knn_dir = (lambda: emb.cache_path("tem", f"knn-{metric}-k{k}", "x").parent) if self.cache else None
+        knn = TableStore(knn_dir, memory_bytes=self.memory_bytes, disk_bytes=self.disk_bytes)
+        object.__setattr__(self, "_knn", knn)
+        object.__setattr__(self, "_k", k)
+        weakref.finalize(self, _flush_quietly, store)
+        weakref.finalize(self, _flush_quietly, knn)
+
+    # -- public API ----------------------------------------------------------------------
+    def distance(self, w: int, w2: int) -> float:
+        return float(self._geo.exact(int(w), np.array([int(w2)], dtype=np.int64))[0])
+
+    def describe(self) -> dict[str, object]:
+        d = super().describe()
+        d["gamma"] = float(self.gamma)  # type: ignore[arg-type]
+        d["gamma_from"] = self._gamma_from
+        d["beta"] = float(self.beta)
+        return d
+
+    def compact_distribution(self, w: int | str) -> CompactDistribution:
+        """The exact output distribution for input ``w``, computed in log space.
+
+        No probability that is representable in float64 underflows to 0, and nothing
+        overflows at huge epsilon or distances.
+        """
+        wid = self._id(w)
+        v = self.embedding.size
+        d = self._geo.exact(wid, np.arange(v, dtype=np.int64))
+        inside = d <= self._gamma
+        ids = np.flatnonzero(inside).astype(np.int64)
+        with np.errstate(over="ignore"):
+            logw = -self._a * d[inside]
+            log_out = -self._a * self._gamma
+        n_out = v - ids.size
+        parts = [float(logsumexp(logw))]
+        if n_out:
+            parts.append(math.log(n_out) + log_out)
+        log_z = float(logsumexp(parts))
+        probs = np.exp(logw - log_z)
+        p_out = math.exp(log_out - log_z) if n_out else 0.0
+        return CompactDistribution(ids, probs, int(n_out), p_out)
+
+    def distribution(self, w: int | str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """``(ids, probs)`` over the whole vocabulary (from :meth:`compact_distribution`)."""
+        cd = self.compact_distribution(w)
+        probs = np.full(self.embedding.size, cd.p_outside, dtype=np.float64)
+        probs[cd.ids] = cd.probs
+        return np.arange(self.embedding.size, dtype=np.int64), probs
+
+    def flush_cache(self) -> None:
+        """Write neighbour tables built so far to the disk cache now."""
+        self._store.flush()
+        self._knn.flush()
+
+    def cache_info(self) -> dict[str, int]:
+        """Bytes of neighbour tables (ball tables and k-NN tables) in memory and on disk."""
+        return {
+            "memory_bytes": self._store.memory_used + self._knn.memory_used,
+            "disk_bytes": self._store.disk_used() + self._knn.disk_used(),
+        }
+
+    def precompute(self, words: npt.ArrayLike | None = None) -> dict[str, float]:
+        """Build (and cache) the neighbour tables of ``words`` (default: the whole vocabulary).
+
+        The size is estimated from 32 random words first; when the estimate exceeds
+        ``disk_bytes`` a :class:`ResourceLimitError` says so before any work is done.
+        Words whose ball is larger than ``table_max`` get no table (they are sampled by
+        the shell sampler). Returns counts and sizes.
+        """
+        v = self.embedding.size
+        ids = np.arange(v, dtype=np.int64) if words is None else np.unique(self.embedding.check_ids(words).ravel())
+        est = self.estimate(ids)
+        if est["table_bytes"] > self.disk_bytes:
+            raise ResourceLimitError(
+                f"the TEM neighbour tables for {ids.size:,} words would take about {est['table_bytes'] / 2**30:.1f} "
+                f"GiB (mean ball {est['mean_ball']:,.0f} words), more than disk_bytes={self.disk_bytes / 2**30:.1f} "
+                "GiB: restrict the vocabulary (--vocab-size), lower gamma / raise epsilon, or raise disk_bytes"
+            )
+        tables = self._store.get_many(ids)
+        knns = self._knn.get_many(ids)
+        todo = ids[np.array([t is None or e is None for t, e in zip(tables, knns, strict=True)], dtype=bool)]
+        built = 0
+        sizes = 0
+        for w, row in self._rows(todo):
+            self._build_knn(w, row)
+            cand = self._geo.candidates(w, row, self._gamma, limit=self.table_max)
+            if cand is not None:
+                t = self._build_table(w, cand)
+                built += 1
+                sizes += t[0].size
+            self._store.maybe_flush()
+            self._knn.maybe_flush()
+        self._store.flush()
+        self._knn.flush()
+        return {"words": float(ids.size), "built": float(built), "mean_ball": sizes / max(built, 1), **est}
+
+    def estimate(self, words: npt.ArrayLike | None = None, sample: int = 32) -> dict[str, float]:
+        """Estimated table size and scan time for ``words``, from ``sample`` random words (a dry run)."""
+        import time
+
+        v = self.embedding.size
+        ids = np.arange(v, dtype=np.int64) if words is None else np.unique(self.embedding.check_ids(words).ravel())
+        pick = np.random.default_rng(0).choice(ids, size=min(sample, ids.size), replace=False)
+        t0 = time.perf_counter()
+        balls = []
+        for w, row in self._rows(np.sort(pick), show=False):
+            cand = self._geo.candidates(w, row, self._gamma, limit=self.table_max)
+            balls.append(self.table_max + 1 if cand is None else cand.size)
+        per_word = (time.perf_counter() - t0) / max(len(pick), 1)
+        tabled = [b for b in balls if b <= self.table_max]
+        mean_ball = float(np.mean(tabled)) if tabled else 0.0
+        share = len(tabled) / max(len(balls), 1)
+        return {
+            "mean_ball": mean_ball,
+            "table_share": share,
+            "table_bytes": ids.size * share * mean_ball * 12.0,
+            "scan_seconds": ids.size * per_word,
+        }
+
+    # -- sampling ------------------------------------------------------------------------
+    def privatize(self, ids: npt.ArrayLike, rng: np.random.Generator) -> npt.NDArray[np.int64]:
+        arr = self.embedding.check_ids(ids)
+        flat = arr.ravel()
+        out = np.empty(flat.size, dtype=np.int64)
+        if flat.size == 0:
+            return out.reshape(arr.shape)
+        uniq, inv = np.unique(flat, return_inverse=True)
+        inv = inv.ravel()
+        tables = self._store.get_many(uniq)
+        has_table = np.fromiter((t is not None for t in tables), dtype=bool, count=uniq.size)
+        if has_table.any():
+            self._sample_cached(flat, inv, uniq, tables, has_table, out, rng)
+        todo = np.flatnonzero(~has_table)
+        if todo.size:  # words with a cached k-NN table and a cheap envelope
+            knns = self._knn.get_many(uniq[todo])
+            found = [j for j, e in enumerate(knns) if e is not None]
+            if found:
+                sel = todo[found]
+                slot = np.full(uniq.size, -1, dtype=np.int64)
+                slot[sel] = np.arange(sel.size)
+                tok = np.flatnonzero(slot[inv] >= 0)
+                entries = [e for e in knns if e is not None]
+                ok = self._sample_knn(uniq[sel], entries, slot[inv[tok]], tok, out, rng)
+                has_table[sel[ok]] = True
+        need_pos = np.flatnonzero(~has_table[inv])
+        if need_pos.size:
+            done = self._uniform_stage(flat[need_pos], out, need_pos, rng)
+            rest = need_pos[~done]
+            if rest.size:
+                self._row_stage(flat, rest, out, rng)
+        self._store.maybe_flush()
+        self._knn.maybe_flush()
+        return out.reshape(arr.shape)
+
+    @property
+    def _gamma(self) -> float:
+        return float(self.gamma)  # type: ignore[arg-type]
+
+    def _weights_exponent(self, d: np.ndarray) -> np.ndarray:
+        """``-a * min(d, gamma)`` (overflow to -inf is fine: the weight is then 0)."""
+        with np.errstate(over="ignore"):
+            return -self._a * np.minimum(d, self._gamma)
+
+    # Table sampling. The unnormalised mass of a word is laid out as
+    #   [0, 1)                 the input word itself (weight exp(0) = 1)
+    #   [1, 1 + inner)         the other words of L_w, in id order (weights exp(-a d))
+    #   [1 + inner, total)     the bottom element: n_out * exp(-a gamma)
+    # and u ~ Uniform[0, total) picks the output by inverse CDF. Most tokens land in the
+    # first segment at large epsilon, so that test is done for all tokens at once.
+    def _others(self, w: int, table: Table) -> tuple[np.ndarray, np.ndarray, float]:
+        """Ids of ``L_w`` minus ``w``, their cumulative weights, and the bottom mass."""
+        ids = np.asarray(table[0], dtype=np.int64)
+        keep = ids != w
+        with np.errstate(over="ignore"):
+            cum = np.cumsum(np.exp(-self._a * np.asarray(table[1])[keep]))
+            log_bottom = -self._a * self._gamma
+        n_out = self.embedding.size - ids.size
+        bottom = n_out * math.exp(max(log_bottom, -_LOG_UNDERFLOW)) if n_out else 0.0
+        return ids[keep], cum, bottom
+
+    def _total(self, w: int, table: Table) -> float:
+        _, cum, bottom = self._others(w, table)
+        return 1.0 + (float(cum[-1]) if cum.size else 0.0) + bottom
+
+    def _sample_rest(self, w: int, table: Table, u: np.ndarray, rng: np.random.Generator) -> npt.NDArray[np.int64]:
+        """Outputs for ``u`` uniform on ``[0, total - 1)``: the part of the layout after ``w``."""
+        others, cum, bottom = self._others(w, table)
+        inner = float(cum[-1]) if cum.size else 0.0
+        res = np.empty(u.size, dtype=np.int64)
+        # with no bottom mass, a u rounded up past `inner` still belongs to the last word
+        inside = u < inner if bottom > 0 or not others.size else np.ones(u.size, dtype=bool)
+        if others.size:
+            res[inside] = others[np.minimum(np.searchsorted(cum, u[inside], side="right"), others.size - 1)]
+        nb = u.size - int(inside.sum())
+        if nb:
+            res[~inside] = self._uniform_outside(np.asarray(table[0], dtype=np.int64), nb, rng)
+        return res
+
+    def _sample_table(self, w: int, table: Table, count: int, rng: np.random.Generator) -> npt.NDArray[np.int64]:
+        """``count`` draws from the exact distribution of ``w`` given its table ``L_w``."""
+        u = rng.random(count) * self._total(w, table)
+        res = np.full(count, w, dtype=np.int64)
+        rest = u >= 1.0
+        if rest.any():
+            res[rest] = self._sample_rest(w, table, u[rest] - 1.0, rng)
+        return res
+
+    def _sample_cached(
+        self,
+        flat: np.ndarray,
+        inv: np.ndarray,
+        uniq: np.ndarray,
+        tables: list[Table | None],
+        has_table: np.ndarray,
+        out: np.ndarray,
+        rng: np.random.Generator,
+    ) -> None:
+        """All tokens of words with a table: the self test vectorized, the rest word by word."""
+        totals = np.zeros(uniq.size)
+        memo = self._totals
+        for j in np.flatnonzero(has_table).tolist():
+            w = int(uniq[j])
+            t = memo.get(w)
+            if t is None:
+                t = memo[w] = self._total(w, tables[j])  # type: ignore[arg-type]
+            totals[j] = t
+        tok = np.flatnonzero(has_table[inv])
+        u = rng.random(tok.size) * totals[inv[tok]]
+        hit = u < 1.0
+        out[tok[hit]] = flat[tok[hit]]
+        rest, u_rest = tok[~hit], u[~hit] - 1.0
+        if rest.size:
+            order = np.argsort(inv[rest], kind="stable")
+            rest, u_rest = rest[order], u_rest[order]
+            js, starts = np.unique(inv[rest], return_index=True)
+            bounds = np.append(starts, rest.size)
+            for k, j in enumerate(js.tolist()):
+                sl = slice(bounds[k], bounds[k + 1])
+                table = tables[j]
+                assert table is not None
+                out[rest[sl]] = self._sample_rest(int(uniq[j]), table, u_rest[sl], rng)
+
+    def _uniform_outside(self, members: npt.NDArray[np.int64], count: int, rng: np.random.Generator) -> np.ndarray:
+        """``count`` independent uniform draws from the vocabulary minus sorted ``members``."""
+        v = self.embedding.size
+        if members.size * 4 > v * 3:  # few words outside: list them
+            mask = np.ones(v, dtype=bool)
+            mask[members] = False
+            outside = np.flatnonzero(mask)
+            return outside[rng.integers(0, outside.size, size=count)]
+        res = np.empty(count, dtype=np.int64)
+        filled = 0
+        while filled < count:  # rejection: accept with probability >= 1/4 per draw
+            cand = rng.integers(0, v, size=count - filled)
+            at = np.minimum(np.searchsorted(members, cand), members.size - 1)
+            ok = cand[members[at] != cand]
+            res[filled : filled + ok.size] = ok
+            filled += ok.size
+        return res
+
+    def _uniform_stage(
+        self, words: np.ndarray, out: np.ndarray, positions: np.ndarray, rng: np.random.Generator
+    ) -> npt.NDArray[np.bool_]:
+        """Rejection from the uniform proposal (envelope = the maximum weight, 1).
+
+        Runs one pilot round; continues only while it is cheap (acceptance >= 1/64),
+        for a bounded number of rounds. Returns which tokens got their output.
+        """
+        v = self.embedding.size
+        n = words.size
+        done = np.zeros(n, dtype=bool)
+        if _UNIFORM_MIN_RATE > 1.0:  # disabled
+            return done
+        max_rounds = 1
+        for s in range(0, n, _CHUNK):
+            pend = np.arange(s, min(n, s + _CHUNK))
+            rounds = 0
+            while pend.size and rounds < max_rounds:
+                prop = rng.integers(0, v, size=pend.size)
+                d = self._geo.exact_paired(words[pend], prop)
+                acc = rng.random(pend.size) < np.exp(self._weights_exponent(d))
+                out[positions[pend[acc]]] = prop[acc]
+                done[pend[acc]] = True
+                if s == 0 and rounds == 0:
+                    rate = float(acc.mean())
+                    if rate < _UNIFORM_MIN_RATE:
+                        return done  # not worth it: the rest goes to tables / shells
+                    max_rounds = int(min(512, math.ceil(30.0 / rate)))
+                pend = pend[~acc]
+                rounds += 1
+        return done
+
+    def _rows(self, words: npt.NDArray[np.int64], show: bool | None = None) -> Iterator[tuple[int, np.ndarray]]:
+        """Yield ``(w, float32 screening row)`` for each word, computed in blocks."""
+        v = self.embedding.size
+        block = max(1, min(128, self.block_bytes // (4 * v)))
+        buf = np.empty((min(block, max(words.size, 1)), v), dtype=np.float32)
+        enabled = self.show_progress if show is None else show
+        what = f"TEM: {words.size:,} new words x {v:,} distances ({self.metric}, gamma={self._gamma:.3g})"
+        with progress(words.size, what, enabled=enabled) as advance:
+            for s in range(0, words.size, block):
+                q = words[s : s + block]
+                rows = buf[: q.size]
+                self._geo.screen(q, rows)
+                for r, w in enumerate(q.tolist()):
+                    yield w, rows[r]
+                advance(q.size)
+
+    def _build_table(self, w: int, cand: npt.NDArray[np.int64]) -> Table:
+        d = self._geo.exact(w, cand)
+        inside = d <= self._gamma
+        table: Table = (cand[inside].astype(np.int32), d[inside])
+        self._store.put(w, table)
+        return table
+
+    def _row_stage(self, flat: np.ndarray, positions: np.ndarray, out: np.ndarray, rng: np.random.Generator) -> None:
+        """Tables (built now), the k-NN envelope or the shell sampler for the tokens at ``positions``.
+
+        Every scanned word also gets its k-NN table (cached: later batches, and later runs
+        at any epsilon, skip the scan for it).
+        """
+        words = flat[positions]
+        order = np.argsort(words, kind="stable")
+        positions = positions[order]
+        uniq, counts = np.unique(words[order], return_counts=True)
+        starts = np.concatenate([[0], np.cumsum(counts)])
+        knn_words: list[int] = []
+        knn_entries: list[Table] = []
+        knn_pos: list[np.ndarray] = []
+        for j, (w, row) in enumerate(self._rows(uniq)):
+            pos = positions[starts[j] : starts[j + 1]]
+            entry = self._build_knn(w, row)
+            ratio = float(self._knn_arrays([entry])[-1][0]) if entry is not None else math.inf
+            cand = None
+            if ratio > _KNN_PREFER_RATIO:
+                cand = self._geo.candidates(w, row, self._gamma, limit=self.table_max)
+            if cand is not None:
+                out[pos] = self._sample_table(w, self._build_table(w, cand), pos.size, rng)
+            elif entry is not None and ratio <= _KNN_MAX_RATIO:
+                knn_words.append(w)
+                knn_entries.append(entry)
+                knn_pos.append(pos)
+            else:
+                out[pos] = self._sample_shells(w, self._geo.lower_bounds(w, row), pos.size, rng)
+        if knn_words:
+            sizes = np.array([p.size for p in knn_pos])
+            token_word = np.repeat(np.arange(len(knn_words)), sizes)
+            kw = np.array(knn_words, dtype=np.int64)
+            self._sample_knn(kw, knn_entries, token_word, np.concatenate(knn_pos), out, rng)
+
+    # k-NN envelope sampler. A k-NN table holds E = the k words with the smallest
+    # screening values (ids sorted, exact float64 distances) and, as its last element
+    # (id -1), a distance d_env with d(w, y) >= d_env for every y outside E (a proven
+    # lower bound from the float32 screening). The envelope g is the true weight on E and
+    # exp(-a min(d_env, gamma)) >= the true weight on each of the V - k words outside E;
+    # a proposal from g (E by inverse CDF, or a uniform word outside E) is accepted with
+    # probability weight / g, so accepted draws follow the exact distribution.
+    def _build_knn(self, w: int, row: np.ndarray) -> Table | None:
+        """The k-NN table of ``w`` from its screening row (stored; None without screening)."""
+        v, k = self.embedding.size, self._k
+        if not self._geo.screening:
+            return None
+        if k >= v:
+            ids = np.arange(v, dtype=np.int64)
+            d_env = math.inf
+        else:
+            key = -row if self.metric == "angular" else row  # smaller = closer
+            # a threshold keeping ~4k candidates, from a strided sample; widened until > k pass
+            stride = max(1, v // 4096)
+            sample = np.sort(key[::stride])
+            q = 4.0 * (k + 1) / v
+            while True:
+                thr = sample[min(sample.size - 1, int(q * sample.size))]
+                cand = np.flatnonzero(key <= thr)
+                if cand.size > k or q >= 1.0:
+                    break
+                q *= 4.0
+            if cand.size <= k:
+                cand = np.arange(v)
+            kc = key[cand]
+            part = np.argpartition(kc, k)
+            ids = np.sort(cand[part[:k]]).astype(np.int64)
+            kth = kc[part[k]]  # every word outside E has key >= kth
+            bound_row = np.array([-kth if self.metric == "angular" else kth], dtype=np.float32)
+            d_env = float(self._geo.bound_values(w, bound_row)[0])
+        dist = self._geo.exact(w, ids)
+        entry: Table = (
+            np.append(ids, -1).astype(np.int32),
+            np.append(dist, d_env).astype(np.float64),
+        )
+        self._knn.put(w, entry)
+        return entry
+
+    def _knn_arrays(
+        self, entries: list[Table]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(E ids, cumulative E weights, E mass, total envelope mass, log envelope, ratio)``.
+
+        ``ratio = total / E mass`` bounds the expected proposals per token (the true mass
+        is at least the E mass); ``inf`` when the envelope is unusable.
+        """
+        ids = np.stack([np.asarray(e[0][:-1], dtype=np.int64) for e in entries])
+        dist = np.stack([np.asarray(e[1][:-1], dtype=np.float64) for e in entries])
+        d_env = np.array([float(e[1][-1]) for e in entries])
+        cum = np.cumsum(np.exp(self._weights_exponent(dist)), axis=1)
+        m_e = cum[:, -1]
+        log_env = self._weights_exponent(d_env)
+        n_rest = self.embedding.size - ids.shape[1]
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            total = m_e + (n_rest * np.exp(log_env) if n_rest else 0.0)
+            ratio = np.where((m_e > 0) & np.isfinite(total), total / m_e, np.inf)
+        return ids, cum, m_e, total, log_env, ratio
+
+    def _sample_knn(
+        self,
+        words: npt.NDArray[np.int64],
+        entries: list[Table],
+        token_word: np.ndarray,
+        positions: np.ndarray,
+        out: np.ndarray,
+        rng: np.random.Generator,
+    ) -> npt.NDArray[np.bool_]:
+        """Draw ``out[positions]`` for tokens of ``words[token_word]`` by rejection under the k-NN envelope.
+
+        Only words whose envelope is cheap (``usable``) are sampled; returns that mask.
+        """
+        ids, cum, m_e, total, log_env, ratio = self._knn_arrays(entries)
+        usable = ratio <= _KNN_MAX_RATIO
+        keep = usable[token_word]
+        tw, pos = token_word[keep], positions[keep]
+        v, k = self.embedding.size, ids.shape[1]
+        keys = (np.arange(ids.shape[0], dtype=np.int64)[:, None] * v + ids).ravel()  # sorted
+        pend = np.arange(tw.size)
+        while pend.size:
+            # several independent attempts per pending token; the first success is kept
+            rep = np.clip(np.ceil(total[tw[pend]] / m_e[tw[pend]]), 1, 32).astype(np.int64)
+            rep = np.minimum(rep, max(1, (4 * _KNN_CHUNK) // max(pend.size, 1)))
+            tok = np.repeat(pend, rep)
+            j = tw[tok]
+            u = rng.random(tok.size) * total[j]
+            in_e = u < m_e[j]
+            res = np.full(tok.size, -1, dtype=np.int64)
+            e_at = np.flatnonzero(in_e)
+            for s in range(0, e_at.size, _KNN_CHUNK):
+                at = e_at[s : s + _KNN_CHUNK]
+                col = np.count_nonzero(cum[j[at]] <= u[at, None], axis=1)
+                res[at] = ids[j[at], np.minimum(col, k - 1)]
+            r_at = np.flatnonzero(~in_e)
+            if r_at.size:
+                y = rng.integers(0, v, size=r_at.size)
+                while True:  # uniform over the words outside E: redraw members of E
+                    probe = j[r_at] * v + y
+                    hit = keys[np.minimum(np.searchsorted(keys, probe), keys.size - 1)] == probe
+                    if not hit.any():
+                        break
+                    y[hit] = rng.integers(0, v, size=int(hit.sum()))
+                d = self._geo.exact_paired(words[j[r_at]], y)
+                with np.errstate(over="ignore", invalid="ignore"):
+                    p_acc = np.exp(self._weights_exponent(d) - log_env[j[r_at]])
+                acc = rng.random(r_at.size) < p_acc
+                res[r_at[acc]] = y[acc]
+            ok = res >= 0
+            first_tok, first = np.unique(tok[ok], return_index=True)
+            out[pos[first_tok]] = res[np.flatnonzero(ok)[first]]
+            done = np.zeros(tw.size, dtype=bool)
+            done[first_tok] = True
+            pend = pend[~done[pend]]
+        return usable
+
+    def _sample_shells(
+        self, w: int, lb: npt.NDArray[np.float32], count: int, rng: np.random.Generator
+    ) -> npt.NDArray[np.int64]:
+        """Exact draws by rejection under a shell envelope built from lower bounds ``lb <= d``."""
+        a = self._a
+        g_eff = min(self._gamma, _LOG_UNDERFLOW / a)  # beyond it every weight is 0.0 in float64
+        h = max(_SHELL_H, a * g_eff / (_MAX_SHELLS - 1))
+        # float32 in place; the factor (1 - 2^-20) absorbs the rounding of the two
+        # operations, so h * shell <= a * min(lb, g_eff) still holds (truncation = floor here)
+        with np.errstate(over="ignore"):
+            g32 = np.float32(g_eff)
+        s = np.minimum(lb, g32, out=lb)
+        s *= np.float32(a / h * (1.0 - 2.0**-20))
+        np.minimum(s, np.float32(_MAX_SHELLS - 1), out=s)
+        shell = s.astype(np.int16)
+        counts = np.bincount(shell, minlength=_MAX_SHELLS)
+        nonempty = counts > 0
+        logm = np.full(_MAX_SHELLS, -np.inf)
+        logm[nonempty] = np.log(counts[nonempty]) - h * np.flatnonzero(nonempty)
+        cum = np.cumsum(np.exp(logm - logm.max()))
+        last = int(np.flatnonzero(nonempty)[-1])
+        members: dict[int, np.ndarray] = {}
+        sorted_ids: np.ndarray | None = None
+        shell_starts: np.ndarray | None = None
+        res = np.empty(count, dtype=np.int64)
+        pend = np.arange(count)
+        while pend.size:
+            m = pend.size
+            sh = np.minimum(np.searchsorted(cum, rng.random(m) * cum[-1], side="right"), last)
+            pick = np.minimum((rng.random(m) * counts[sh]).astype(np.int64), counts[sh] - 1)
+            chosen = np.unique(sh)
+            if sorted_ids is None and chosen.size + len(members) > 16:
+                sorted_ids = np.argsort(shell, kind="stable")
+                shell_starts = np.concatenate([[0], np.cumsum(counts)])
+            prop = np.empty(m, dtype=np.int64)
+            if sorted_ids is not None and shell_starts is not None:
+                prop[:] = sorted_ids[shell_starts[sh] + pick]
+            else:
+                for s in chosen.tolist():
+                    mem = members.get(s)
+                    if mem is None:
+                        mem = members[s] = np.flatnonzero(shell == s)
+                    sel = sh == s
+                    prop[sel] = mem[pick[sel]]
+            d = self._geo.exact(w, prop)
+            acc = rng.random(m) < np.exp(self._weights_exponent(d) + h * sh)
+            res[pend[acc]] = prop[acc]
+            pend = pend[~acc]
+        return res
