@@ -9,7 +9,7 @@ plots to ``docs/figures/evaluation/<name>/``. Usage::
 
 Seed 004 trains on 12,500 full reviews (TR1) with 300-d GloVe; privatizing that many
 tokens for 2 mechanisms x 5 epsilons x 5 trials is days of CPU on a laptop, so the
-default here is 500 reviews per set, each cut to its first 100 words, 3 repeats
+default here is 2,000 reviews per set, each cut to its first 100 words, 3 repeats
 (see docs/evaluation.md). Pass ``--train-size`` etc. to change it.
 """
 
@@ -35,10 +35,11 @@ def main() -> int:
     ap.add_argument("--name", default="glove50")
     ap.add_argument("--mechanism", default="tem,madlib")
     ap.add_argument("--epsilon", default="1,2,4,8,16")
-    ap.add_argument("--train-size", default="500")
-    ap.add_argument("--test-size", default="500")
+    ap.add_argument("--train-size", default="2000")
+    ap.add_argument("--test-size", default="2000")
     ap.add_argument("--max-words", default="100")
     ap.add_argument("--repeats", default="3")
+    ap.add_argument("--model", default="fasttext,tfidf")
     ap.add_argument("--seed", default="0")
     ap.add_argument("--index", default="hnsw", help="madlib decode (hnsw: ~3x faster than exact)")
     ap.add_argument("--out", default=None, help="results folder (default: a temporary one)")
@@ -49,7 +50,7 @@ def main() -> int:
     out = Path(args.out or f"/tmp/deniable_eval_{args.name}")
     argv = [
         "evaluate", "--data", args.data, "--task", "imdb", "--mechanism", args.mechanism,
-        "--epsilon", args.epsilon, "--model", "fasttext", "--mode", "train",
+        "--epsilon", args.epsilon, "--model", args.model, "--mode", "train",
         "--train-size", args.train_size, "--test-size", args.test_size, "--max-words", args.max_words,
         "--repeats", args.repeats, "--seed", args.seed, "--index", args.index, "--out", str(out), "-q",
     ]  # fmt: skip

@@ -228,11 +228,15 @@ def test_knn_bound_covers_every_word_outside(monkeypatch: pytest.MonkeyPatch) ->
         for w in range(0, 300, 7):
             entry = mech._knn.get_many(np.array([w]))[0]  # type: ignore[attr-defined]
             assert entry is not None
-            ids, dist = np.asarray(entry[0][:-1]), np.asarray(entry[1][:-1])
+            ids, dist = np.asarray(entry[0][:8]), np.asarray(entry[1][:8])
             d_all = mech._geo.exact(w, np.arange(300))  # type: ignore[attr-defined]
             outside = np.setdiff1d(np.arange(300), ids)
-            assert ids.size == 8 and np.array_equal(dist, d_all[ids])
-            assert float(entry[1][-1]) <= d_all[outside].min()
+            assert np.all(ids >= 0) and np.all(np.asarray(entry[0][8:]) == -1)
+            assert np.array_equal(dist, d_all[ids])
+            assert float(entry[1][8]) <= d_all[outside].min()  # d_env
+            sketch = np.asarray(entry[1][9:])  # quantiles of the far distances (lower bounds)
+            assert sketch.size == 32 and np.all(sketch >= float(entry[1][8]) - 1e-9)
+            assert np.all(sketch <= d_all[outside].max() + 1e-9)
 
 
 def test_the_test_rejects_a_wrong_epsilon(monkeypatch: pytest.MonkeyPatch) -> None:

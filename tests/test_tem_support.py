@@ -60,6 +60,7 @@ def force_path(monkeypatch, path: str, knn_k: int = 8) -> dict[str, object]:  # 
     monkeypatch.setattr(tem_module, "_UNIFORM_MIN_RATE", 2.0)  # never
     if path in ("shells", "table"):
         monkeypatch.setattr(tem_module, "_KNN_MAX_RATIO", 0.0)  # k-NN envelope never usable
+        monkeypatch.setattr(tem_module, "_KNN_MAX_EST", 0.0)
         monkeypatch.setattr(tem_module, "_KNN_PREFER_RATIO", 0.0)
     if path == "shells":
         return {"table_max": 1}

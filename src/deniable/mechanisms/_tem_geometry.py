@@ -28,6 +28,7 @@ __all__ = ["TEM_METRICS", "Geometry"]
 TEM_METRICS = ("euclidean", "manhattan", "chebyshev", "angular")
 
 _U32 = 2.0**-24  # unit roundoff of float32
+_PRECHECK = 4096  # sample size of the strided pre-check in candidates()
 
 
 class Geometry:
@@ -74,28 +75,12 @@ class Geometry:
         return self._exact(w, ys)
 
     def _exact(self, w: int, ys: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-        q = self.x[w].astype(np.float64)
-        rows = self.x[ys].astype(np.float64)
-        if self.metric == "angular":
-            qn = math.sqrt(float(q @ q))
-            q = q / (qn if qn > 0 else 1.0)
-            rn = np.sqrt(np.einsum("ij,ij->i", rows, rows))
-            rows /= np.where(rn == 0, 1.0, rn)[:, None]
-            rows *= q
-            d = np.arccos(np.clip(rows.sum(axis=1), -1.0, 1.0)) / np.pi
-        else:
-            rows -= q
-            if self.metric == "euclidean":
-                d = np.sqrt(np.einsum("ij,ij->i", rows, rows))
-            elif self.metric == "manhattan":
-                d = np.abs(rows).sum(axis=1)
-            else:  # chebyshev
-                d = np.abs(rows).max(axis=1) if rows.shape[1] else np.zeros(len(ys))
-        d[ys == w] = 0.0
-        return np.asarray(d, dtype=np.float64)
+        # the paired code path, so that a distance is bit for bit the same whichever of
+        # the two computes it (norms and sums are then taken in the same order)
+        return self.exact_paired(np.full(ys.size, w, dtype=np.int64), ys)
 
     def exact_paired(self, ws: npt.NDArray[np.int64], ys: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-        """Exact ``d(ws[i], ys[i])``, the same arithmetic as :meth:`exact` row by row."""
+        """Exact ``d(ws[i], ys[i])``: the arithmetic behind :meth:`exact` too."""
         a = self.x[ws].astype(np.float64)
         b = self.x[ys].astype(np.float64)
         if self.metric == "angular":
@@ -170,18 +155,29 @@ class Geometry:
     def _candidates(
         self, w: int, row: np.ndarray, gamma: float, err: float, limit: int | None
     ) -> npt.NDArray[np.int64] | None:
-        if self.metric == "euclidean":
-            cond = row <= np.float32(gamma * gamma * (1 + 4 * _U32) + err)
-        elif self.metric == "angular":
-            cond = row >= np.float32(math.cos(math.pi * min(gamma, 1.0)) - err)
-        else:
-            cond = row * np.float32(1 - self._rel) <= np.float32(gamma * (1 + 4 * _U32) + 1e-30)
+        if limit is not None and row.size > 64 * _PRECHECK:
+            # a strided sample says the ball is far over the limit: skip the full pass (this
+            # only chooses the sampler; every sampler is exact)
+            stride = row.size // _PRECHECK
+            part = self._candidates_mask(row[::stride], gamma, err)
+            if np.count_nonzero(part) * stride > 4 * limit + 4 * row.size // 64:
+                return None
+        cond = self._candidates_mask(row, gamma, err)
         if limit is not None and np.count_nonzero(cond) > limit:
             return None
         found = np.flatnonzero(cond)
         if not np.any(found == w):
             found = np.union1d(found, [w])
         return found.astype(np.int64)
+
+    def _candidates_mask(self, row: np.ndarray, gamma: float, err: float) -> np.ndarray:
+        if self.metric == "euclidean":
+            cond = row <= np.float32(gamma * gamma * (1 + 4 * _U32) + err)
+        elif self.metric == "angular":
+            cond = row >= np.float32(math.cos(math.pi * min(gamma, 1.0)) - err)
+        else:
+            cond = row * np.float32(1 - self._rel) <= np.float32(gamma * (1 + 4 * _U32) + 1e-30)
+        return np.asarray(cond)
 
     def lower_bounds(self, w: int, row: np.ndarray) -> npt.NDArray[np.float32]:
         """Values ``lb[y] <= d(w, y)`` for every ``y`` (float32, from a screening row)."""

@@ -78,6 +78,15 @@ _KNN_MAX_RATIO = 1024.0
 #: is sampled from its k-NN table alone (no ball table is built: that saves a pass over
 #: the vocabulary and the disk space of a large ball).
 _KNN_PREFER_RATIO = 2.0
+#: ... or when the estimated expected proposals per token (envelope mass over an estimate
+#: of the true mass, from the sketch below) are at most this. Only the choice of sampler
+#: depends on the estimate; the draws are exact either way.
+_KNN_MAX_EST = 256.0
+#: A k-NN table also keeps this many quantiles of the distances to the words outside E
+#: (lower bounds, from a strided sample of the scan): a sketch of the far mass, for the
+#: estimate above. Without it, the bound (envelope mass / E mass) is far too pessimistic at
+#: small eps (median 960 against 8 proposals really needed at eps = 2 on GloVe).
+_KNN_SKETCH = 32
 #: Proposals evaluated at once by the k-NN envelope sampler (bounds its scratch memory).
 _KNN_CHUNK = 1 << 13
 
@@ -219,7 +228,7 @@ class TruncatedExponential(Mechanism):
         object.__setattr__(self, "_store", store)
         object.__setattr__(self, "_totals", {})  # word -> total table mass (for this epsilon)
         k = min(_KNN_K, v)
-        knn_dir = (lambda: emb.cache_path("tem", f"knn-{metric}-k{k}", "x").parent) if self.cache else None
+        knn_dir = (lambda: emb.cache_path("tem", f"knn2-{metric}-k{k}", "x").parent) if self.cache else None
         knn = TableStore(knn_dir, memory_bytes=self.memory_bytes, disk_bytes=self.disk_bytes)
         object.__setattr__(self, "_knn", knn)
         object.__setattr__(self, "_k", k)
@@ -512,6 +521,14 @@ class TruncatedExponential(Mechanism):
 
     def _rows(self, words: npt.NDArray[np.int64], show: bool | None = None) -> Iterator[tuple[int, np.ndarray]]:
         """Yield ``(w, float32 screening row)`` for each word, computed in blocks."""
+        for q, rows in self._blocks(words, show):
+            for r, w in enumerate(q.tolist()):
+                yield w, rows[r]
+
+    def _blocks(
+        self, words: npt.NDArray[np.int64], show: bool | None = None
+    ) -> Iterator[tuple[npt.NDArray[np.int64], np.ndarray]]:
+        """Yield ``(words, float32 screening rows)`` block by block (the buffer is reused)."""
         v = self.embedding.size
         block = max(1, min(128, self.block_bytes // (4 * v)))
         buf = np.empty((min(block, max(words.size, 1)), v), dtype=np.float32)
@@ -522,8 +539,7 @@ class TruncatedExponential(Mechanism):
                 q = words[s : s + block]
                 rows = buf[: q.size]
                 self._geo.screen(q, rows)
-                for r, w in enumerate(q.tolist()):
-                    yield w, rows[r]
+                yield q, rows
                 advance(q.size)
 
     def _build_table(self, w: int, cand: npt.NDArray[np.int64]) -> Table:
@@ -550,13 +566,13 @@ class TruncatedExponential(Mechanism):
         for j, (w, row) in enumerate(self._rows(uniq)):
             pos = positions[starts[j] : starts[j + 1]]
             entry = self._build_knn(w, row)
-            ratio = float(self._knn_arrays([entry])[-1][0]) if entry is not None else math.inf
+            bound, est = self._knn_cost(entry) if entry is not None else (math.inf, math.inf)
             cand = None
-            if ratio > _KNN_PREFER_RATIO:
+            if est > _KNN_PREFER_RATIO:
                 cand = self._geo.candidates(w, row, self._gamma, limit=self.table_max)
             if cand is not None:
                 out[pos] = self._sample_table(w, self._build_table(w, cand), pos.size, rng)
-            elif entry is not None and ratio <= _KNN_MAX_RATIO:
+            elif entry is not None and (bound <= _KNN_MAX_RATIO or est <= _KNN_MAX_EST):
                 knn_words.append(w)
                 knn_entries.append(entry)
                 knn_pos.append(pos)
@@ -569,17 +585,19 @@ class TruncatedExponential(Mechanism):
             self._sample_knn(kw, knn_entries, token_word, np.concatenate(knn_pos), out, rng)
 
     # k-NN envelope sampler. A k-NN table holds E = the k words with the smallest
-    # screening values (ids sorted, exact float64 distances) and, as its last element
-    # (id -1), a distance d_env with d(w, y) >= d_env for every y outside E (a proven
-    # lower bound from the float32 screening). The envelope g is the true weight on E and
-    # exp(-a min(d_env, gamma)) >= the true weight on each of the V - k words outside E;
-    # a proposal from g (E by inverse CDF, or a uniform word outside E) is accepted with
-    # probability weight / g, so accepted draws follow the exact distribution.
+    # screening values (ids sorted, exact float64 distances), then (id -1) a distance
+    # d_env with d(w, y) >= d_env for every y outside E (a proven lower bound from the
+    # float32 screening), then (ids -1) the _KNN_SKETCH quantiles of the far distances.
+    # The envelope g is the true weight on E and exp(-a min(d_env, gamma)) >= the true
+    # weight on each word outside E; a proposal from g (E by inverse CDF, or a uniform
+    # word of W, rejected if it is in E) is accepted with probability weight / g, so
+    # accepted draws follow the exact distribution.
     def _build_knn(self, w: int, row: np.ndarray) -> Table | None:
         """The k-NN table of ``w`` from its screening row (stored; None without screening)."""
         v, k = self.embedding.size, self._k
         if not self._geo.screening:
             return None
+        sketch = np.full(_KNN_SKETCH, math.inf)
         if k >= v:
             ids = np.arange(v, dtype=np.int64)
             d_env = math.inf
@@ -603,33 +621,65 @@ class TruncatedExponential(Mechanism):
             kth = kc[part[k]]  # every word outside E has key >= kth
             bound_row = np.array([-kth if self.metric == "angular" else kth], dtype=np.float32)
             d_env = float(self._geo.bound_values(w, bound_row)[0])
+            far = sample[sample >= kth]  # the sampled words outside E (sorted: nearest first)
+            if far.size:
+                at = ((np.arange(_KNN_SKETCH) + 0.5) * (far.size / _KNN_SKETCH)).astype(np.int64)
+                vals = far[at].astype(np.float32)
+                sketch = self._geo.bound_values(w, -vals if self.metric == "angular" else vals).astype(np.float64)
+            else:
+                sketch[:] = d_env
         dist = self._geo.exact(w, ids)
         entry: Table = (
-            np.append(ids, -1).astype(np.int32),
-            np.append(dist, d_env).astype(np.float64),
+            np.concatenate([ids, np.full(1 + _KNN_SKETCH, -1)]).astype(np.int32),
+            np.concatenate([dist, [d_env], sketch]).astype(np.float64),
         )
         self._knn.put(w, entry)
         return entry
 
+    def _knn_rest(self, k: int) -> int:
+        """Words proposed by the outside part of the envelope: all ``V`` (members of E drawn
+        there are rejected, see :meth:`_sample_knn`), or none when E is the vocabulary."""
+        v = self.embedding.size
+        return v if k < v else 0
+
+    def _knn_cost(self, entry: Table) -> tuple[float, float]:
+        """``(bound, estimate)`` of the expected proposals per token for one entry."""
+        k = self._k
+        tail = np.asarray(entry[1], dtype=np.float64)
+        m_e = float(np.exp(self._weights_exponent(tail[:k])).sum())
+        n_rest = self._knn_rest(k)
+        with np.errstate(over="ignore", invalid="ignore"):
+            total = m_e + (n_rest * math.exp(float(self._weights_exponent(tail[k : k + 1])[0])) if n_rest else 0.0)
+            far = (self.embedding.size - k) * float(np.exp(self._weights_exponent(tail[k + 1 :])).mean())
+        if not (m_e > 0 and math.isfinite(total)):
+            return math.inf, math.inf
+        return total / m_e, total / max(min(m_e + far, total), m_e)
+
     def _knn_arrays(
         self, entries: list[Table]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """``(E ids, cumulative E weights, E mass, total envelope mass, log envelope, ratio)``.
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(E ids, cumulative E weights, E mass, total envelope mass, log envelope, bound, estimate)``.
 
-        ``ratio = total / E mass`` bounds the expected proposals per token (the true mass
-        is at least the E mass); ``inf`` when the envelope is unusable.
+        ``bound = total / E mass`` bounds the expected proposals per token (the true mass
+        is at least the E mass); ``estimate = total / (E mass + the sketched far mass)``
+        estimates them. Both are ``inf`` when the envelope is unusable.
         """
-        ids = np.stack([np.asarray(e[0][:-1], dtype=np.int64) for e in entries])
-        dist = np.stack([np.asarray(e[1][:-1], dtype=np.float64) for e in entries])
-        d_env = np.array([float(e[1][-1]) for e in entries])
+        k = self._k
+        ids = np.stack([np.asarray(e[0][:k], dtype=np.int64) for e in entries])
+        tail = np.stack([np.asarray(e[1], dtype=np.float64) for e in entries])
+        dist, d_env, sketch = tail[:, :k], tail[:, k], tail[:, k + 1 :]
         cum = np.cumsum(np.exp(self._weights_exponent(dist)), axis=1)
         m_e = cum[:, -1]
         log_env = self._weights_exponent(d_env)
-        n_rest = self.embedding.size - ids.shape[1]
+        n_rest = self._knn_rest(k)
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             total = m_e + (n_rest * np.exp(log_env) if n_rest else 0.0)
-            ratio = np.where((m_e > 0) & np.isfinite(total), total / m_e, np.inf)
-        return ids, cum, m_e, total, log_env, ratio
+            far = (self.embedding.size - k) * np.exp(self._weights_exponent(sketch)).mean(axis=1)
+            z_est = np.minimum(m_e + far, total)
+            ok = (m_e > 0) & np.isfinite(total)
+            bound = np.where(ok, total / m_e, np.inf)
+            est = np.where(ok, total / np.maximum(z_est, m_e), np.inf)
+        return ids, cum, m_e, total, log_env, bound, est
 
     def _sample_knn(
         self,
@@ -644,8 +694,8 @@ class TruncatedExponential(Mechanism):
 
         Only words whose envelope is cheap (``usable``) are sampled; returns that mask.
         """
-        ids, cum, m_e, total, log_env, ratio = self._knn_arrays(entries)
-        usable = ratio <= _KNN_MAX_RATIO
+        ids, cum, m_e, total, log_env, bound, est = self._knn_arrays(entries)
+        usable = (bound <= _KNN_MAX_RATIO) | (est <= _KNN_MAX_EST)
         keep = usable[token_word]
         tw, pos = token_word[keep], positions[keep]
         v, k = self.embedding.size, ids.shape[1]
@@ -653,7 +703,7 @@ class TruncatedExponential(Mechanism):
         pend = np.arange(tw.size)
         while pend.size:
             # several independent attempts per pending token; the first success is kept
-            rep = np.clip(np.ceil(total[tw[pend]] / m_e[tw[pend]]), 1, 32).astype(np.int64)
+            rep = np.clip(np.ceil(est[tw[pend]]), 1, 32).astype(np.int64)
             rep = np.minimum(rep, max(1, (4 * _KNN_CHUNK) // max(pend.size, 1)))
             tok = np.repeat(pend, rep)
             j = tw[tok]
@@ -667,17 +717,19 @@ class TruncatedExponential(Mechanism):
                 res[at] = ids[j[at], np.minimum(col, k - 1)]
             r_at = np.flatnonzero(~in_e)
             if r_at.size:
+                # the outside part has mass V * envelope and proposes uniformly over all V
+                # words; a member of E is then rejected (E has its own part), so an outside
+                # word y comes out with probability (V env / total) (1 / V) (w(y) / env) =
+                # w(y) / total, as E's words do. Membership is tested only after acceptance.
                 y = rng.integers(0, v, size=r_at.size)
-                while True:  # uniform over the words outside E: redraw members of E
-                    probe = j[r_at] * v + y
-                    hit = keys[np.minimum(np.searchsorted(keys, probe), keys.size - 1)] == probe
-                    if not hit.any():
-                        break
-                    y[hit] = rng.integers(0, v, size=int(hit.sum()))
                 d = self._geo.exact_paired(words[j[r_at]], y)
                 with np.errstate(over="ignore", invalid="ignore"):
                     p_acc = np.exp(self._weights_exponent(d) - log_env[j[r_at]])
-                acc = rng.random(r_at.size) < p_acc
+                acc = np.flatnonzero(rng.random(r_at.size) < p_acc)
+                if acc.size:
+                    probe = j[r_at[acc]] * v + y[acc]
+                    hit = keys[np.minimum(np.searchsorted(keys, probe), keys.size - 1)] == probe
+                    acc = acc[~hit]
                 res[r_at[acc]] = y[acc]
             ok = res >= 0
             first_tok, first = np.unique(tok[ok], return_index=True)
