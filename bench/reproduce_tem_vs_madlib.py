@@ -40,6 +40,7 @@ def main() -> int:
     ap.add_argument("--max-words", default="100")
     ap.add_argument("--repeats", default="3")
     ap.add_argument("--model", default="fasttext,tfidf")
+    ap.add_argument("--oov", default="keep", help="keep (not protected), drop or random")
     ap.add_argument("--seed", default="0")
     ap.add_argument("--index", default="hnsw", help="madlib decode (hnsw: ~3x faster than exact)")
     ap.add_argument("--out", default=None, help="results folder (default: a temporary one)")
@@ -52,7 +53,8 @@ def main() -> int:
         "evaluate", "--data", args.data, "--task", "imdb", "--mechanism", args.mechanism,
         "--epsilon", args.epsilon, "--model", args.model, "--mode", "train",
         "--train-size", args.train_size, "--test-size", args.test_size, "--max-words", args.max_words,
-        "--repeats", args.repeats, "--seed", args.seed, "--index", args.index, "--out", str(out), "-q",
+        "--repeats", args.repeats, "--seed", args.seed, "--index", args.index, "--oov", args.oov,
+        "--out", str(out), "-q",
     ]  # fmt: skip
     if args.embedding:
         argv += ["--embedding", args.embedding]

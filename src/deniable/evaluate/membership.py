@@ -26,7 +26,7 @@ from .data import Split
 from .metrics import auc, auc_interval
 from .models import TextClassifier, attack_model
 
-__all__ = ["MembershipResult", "attack_features", "membership_inference", "train_attack"]
+__all__ = ["MembershipResult", "attack_features", "membership_inference", "shadow_attack", "train_attack"]
 
 
 @dataclass(frozen=True)
@@ -91,5 +91,3 @@ def shadow_attack(
     shadow = make().fit(te2.texts, te2.labels)
     return train_attack(shadow, te2, te1, seed=seed, label_feature=label_feature)
 
-
-__all__ += ["shadow_attack"]

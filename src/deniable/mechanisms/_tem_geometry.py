@@ -77,10 +77,11 @@ class Geometry:
     def _exact(self, w: int, ys: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         # the paired code path, so that a distance is bit for bit the same whichever of
         # the two computes it (norms and sums are then taken in the same order)
-        return self.exact_paired(np.full(ys.size, w, dtype=np.int64), ys)
+        # (a one-element ``ws`` broadcasts: the same elementwise arithmetic, no copies of w)
+        return self.exact_paired(np.array([w], dtype=np.int64), ys)
 
     def exact_paired(self, ws: npt.NDArray[np.int64], ys: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-        """Exact ``d(ws[i], ys[i])``: the arithmetic behind :meth:`exact` too."""
+        """Exact ``d(ws[i], ys[i])``: the arithmetic behind :meth:`exact` too (``ws`` may have one element)."""
         a = self.x[ws].astype(np.float64)
         b = self.x[ys].astype(np.float64)
         if self.metric == "angular":

@@ -87,6 +87,11 @@ _KNN_MAX_EST = 256.0
 #: estimate above. Without it, the bound (envelope mass / E mass) is far too pessimistic at
 #: small eps (median 960 against 8 proposals really needed at eps = 2 on GloVe).
 _KNN_SKETCH = 32
+#: A newly scanned word gets a ball table when its ball has at most this many words, or
+#: at most _TABLE_AMORTISE x (its tokens in the batch) x (estimated k-NN proposals per
+#: token) (and at most table_max); otherwise the k-NN envelope samples it.
+_TABLE_MIN = 1024
+_TABLE_AMORTISE = 4.0
 #: Proposals evaluated at once by the k-NN envelope sampler (bounds its scratch memory).
 _KNN_CHUNK = 1 << 13
 
@@ -569,7 +574,13 @@ class TruncatedExponential(Mechanism):
             bound, est = self._knn_cost(entry) if entry is not None else (math.inf, math.inf)
             cand = None
             if est > _KNN_PREFER_RATIO:
-                cand = self._geo.candidates(w, row, self._gamma, limit=self.table_max)
+                # a ball table costs one exact distance per member (once; then cached), the
+                # k-NN envelope about `est` per token: list the ball only when it is small
+                # or the word is frequent enough in this batch to amortise it
+                limit = self.table_max
+                if bound <= _KNN_MAX_RATIO or est <= _KNN_MAX_EST:
+                    limit = min(limit, max(_TABLE_MIN, int(_TABLE_AMORTISE * pos.size * est)))
+                cand = self._geo.candidates(w, row, self._gamma, limit=limit)
             if cand is not None:
                 out[pos] = self._sample_table(w, self._build_table(w, cand), pos.size, rng)
             elif entry is not None and (bound <= _KNN_MAX_RATIO or est <= _KNN_MAX_EST):
