@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 import typer
@@ -31,6 +31,19 @@ err = Console(stderr=True)
 
 EXIT_USAGE = 2
 EXIT_DATA = 3
+
+# Options shared by the commands that build an embedding and a mechanism.
+EmbeddingOpt = Annotated[
+    str | None, typer.Option("--embedding", help="Embedding file or folder (default: built-in GloVe 6B 50-d).")
+]
+VocabSizeOpt = Annotated[
+    int | None, typer.Option("--vocab-size", help="Keep only the N most frequent words of the embedding.")
+]
+MetricOpt = Annotated[str | None, typer.Option("--metric", help="tem: euclidean, manhattan, chebyshev or angular.")]
+GammaOpt = Annotated[float | None, typer.Option("--gamma", help="tem: truncation threshold.")]
+BetaOpt = Annotated[float | None, typer.Option("--beta", help="tem: sets gamma (Theorem 3; default 1e-3).")]
+BitsOpt = Annotated[int | None, typer.Option("--bits", help="brr: code length (64, 128, 256 or 512).")]
+BinarizerOpt = Annotated[str | None, typer.Option("--binarizer", help="brr: autoencoder, simhash or itq.")]
 
 
 @app.callback()

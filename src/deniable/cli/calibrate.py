@@ -10,7 +10,22 @@ import typer
 
 from .._errors import InvalidParameterError
 from ..mechanisms.base import Mechanism
-from ._common import app, build_mechanism, check_mechanism_name, err, load_embedding_option, parse_floats, seeded
+from ._common import (
+    BetaOpt,
+    BinarizerOpt,
+    BitsOpt,
+    EmbeddingOpt,
+    GammaOpt,
+    MetricOpt,
+    VocabSizeOpt,
+    app,
+    build_mechanism,
+    check_mechanism_name,
+    err,
+    load_embedding_option,
+    parse_floats,
+    seeded,
+)
 
 DEFAULT_EXAMPLES = "encryption,hockey,spacecraft"
 
@@ -58,12 +73,8 @@ def calibrate_cmd(
         str, typer.Option("--examples", help="Comma-separated words for the table of example outputs ('' for none).")
     ] = DEFAULT_EXAMPLES,
     example_draws: Annotated[int, typer.Option("--example-draws", help="Example outputs per word and epsilon.")] = 4,
-    embedding: Annotated[
-        str | None, typer.Option("--embedding", help="Embedding file or folder (default: built-in GloVe 6B 50-d).")
-    ] = None,
-    vocab_size: Annotated[
-        int | None, typer.Option("--vocab-size", help="Keep only the N most frequent words of the embedding.")
-    ] = None,
+    embedding: EmbeddingOpt = None,
+    vocab_size: VocabSizeOpt = None,
     index: Annotated[
         str | None,
         typer.Option(
@@ -73,13 +84,11 @@ def calibrate_cmd(
             "lower than with exact decode. Calibrate with the decode you deploy.",
         ),
     ] = None,
-    metric: Annotated[
-        str | None, typer.Option("--metric", help="tem: euclidean, manhattan, chebyshev or angular.")
-    ] = None,
-    gamma: Annotated[float | None, typer.Option("--gamma", help="tem: truncation threshold.")] = None,
-    beta: Annotated[float | None, typer.Option("--beta", help="tem: sets gamma (Theorem 3; default 1e-3).")] = None,
-    bits: Annotated[int | None, typer.Option("--bits", help="brr: code length.")] = None,
-    binarizer: Annotated[str | None, typer.Option("--binarizer", help="brr: autoencoder, simhash or itq.")] = None,
+    metric: MetricOpt = None,
+    gamma: GammaOpt = None,
+    beta: BetaOpt = None,
+    bits: BitsOpt = None,
+    binarizer: BinarizerOpt = None,
     seed: Annotated[
         int | None,
         typer.Option("--seed", help="Reproducible word sample and draws (fine here: calibration releases no data)."),

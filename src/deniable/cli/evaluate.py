@@ -11,7 +11,22 @@ from typing import Annotated, Any
 import typer
 
 from .._errors import InvalidParameterError
-from ._common import app, check_mechanism_name, err, load_embedding_option, mechanism_options, parse_floats, warn_seed
+from ._common import (
+    BetaOpt,
+    BinarizerOpt,
+    BitsOpt,
+    EmbeddingOpt,
+    GammaOpt,
+    MetricOpt,
+    VocabSizeOpt,
+    app,
+    check_mechanism_name,
+    err,
+    load_embedding_option,
+    mechanism_options,
+    parse_floats,
+    warn_seed,
+)
 
 _TASK_HELP = (
     "A built-in recipe (imdb, sst2, sst5, 20newsgroups, enron, enron_spam, cfpb, insuranceqa: --data is its folder "
@@ -112,18 +127,14 @@ def evaluate_cmd(
         typer.Option("--max-words", help="Cut every text after its first N words (both sides), to save time."),
     ] = None,
     oov: Annotated[str, typer.Option("--oov", help="Out-of-vocabulary words: keep, drop or random.")] = "keep",
-    embedding: Annotated[
-        str | None, typer.Option("--embedding", help="Embedding file or folder (default: built-in GloVe 6B 50-d).")
-    ] = None,
-    vocab_size: Annotated[
-        int | None, typer.Option("--vocab-size", help="Keep only the N most frequent words of the embedding.")
-    ] = None,
+    embedding: EmbeddingOpt = None,
+    vocab_size: VocabSizeOpt = None,
     index: Annotated[str | None, typer.Option("--index", help="madlib: exact (default), flat or hnsw.")] = None,
-    metric: Annotated[str | None, typer.Option("--metric", help="tem: distance.")] = None,
-    gamma: Annotated[float | None, typer.Option("--gamma", help="tem: truncation threshold.")] = None,
-    beta: Annotated[float | None, typer.Option("--beta", help="tem: sets gamma (Theorem 3).")] = None,
-    bits: Annotated[int | None, typer.Option("--bits", help="brr: code length.")] = None,
-    binarizer: Annotated[str | None, typer.Option("--binarizer", help="brr: binarizer.")] = None,
+    metric: MetricOpt = None,
+    gamma: GammaOpt = None,
+    beta: BetaOpt = None,
+    bits: BitsOpt = None,
+    binarizer: BinarizerOpt = None,
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write PNG plots (needs matplotlib).")] = True,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
 ) -> None:

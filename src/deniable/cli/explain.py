@@ -8,7 +8,20 @@ import typer
 
 from .._errors import InvalidParameterError
 from .._validation import check_epsilon
-from ._common import app, build_mechanism, check_mechanism_name, load_embedding_option, seeded
+from ._common import (
+    BetaOpt,
+    BinarizerOpt,
+    BitsOpt,
+    EmbeddingOpt,
+    GammaOpt,
+    MetricOpt,
+    VocabSizeOpt,
+    app,
+    build_mechanism,
+    check_mechanism_name,
+    load_embedding_option,
+    seeded,
+)
 
 
 @app.command("explain")
@@ -30,20 +43,14 @@ def explain_cmd(
         int, typer.Option("--draws", help="Sampled mechanisms: draws used to estimate the probabilities.")
     ] = 10000,
     eta: Annotated[float, typer.Option("--eta", help="The eta-support holds >= 1 - eta of the mass.")] = 0.05,
-    embedding: Annotated[
-        str | None, typer.Option("--embedding", help="Embedding file or folder (default: built-in GloVe 6B 50-d).")
-    ] = None,
-    vocab_size: Annotated[
-        int | None, typer.Option("--vocab-size", help="Keep only the N most frequent words of the embedding.")
-    ] = None,
+    embedding: EmbeddingOpt = None,
+    vocab_size: VocabSizeOpt = None,
     index: Annotated[str | None, typer.Option("--index", help="madlib: exact, flat or hnsw.")] = None,
-    metric: Annotated[
-        str | None, typer.Option("--metric", help="tem: euclidean, manhattan, chebyshev or angular.")
-    ] = None,
-    gamma: Annotated[float | None, typer.Option("--gamma", help="tem: truncation threshold.")] = None,
-    beta: Annotated[float | None, typer.Option("--beta", help="tem: sets gamma (Theorem 3; default 1e-3).")] = None,
-    bits: Annotated[int | None, typer.Option("--bits", help="brr: code length.")] = None,
-    binarizer: Annotated[str | None, typer.Option("--binarizer", help="brr: autoencoder, simhash or itq.")] = None,
+    metric: MetricOpt = None,
+    gamma: GammaOpt = None,
+    beta: BetaOpt = None,
+    bits: BitsOpt = None,
+    binarizer: BinarizerOpt = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Reproducible draws (sampled mechanisms).")] = None,
 ) -> None:
     """Print WORD's likely outputs with probabilities, N_w, S_w and the guarantee against alternatives.
