@@ -3,8 +3,9 @@
 For each vocabulary size and epsilon (gamma from Theorem 3, beta = 1e-3), on IMDb
 training tokens: the first run (tables built lazily for the distinct words: build time
 included), a second run in the same process (tables in memory), and a run in a fresh
-mechanism reading the tables from the disk cache; the share of distinct words sampled
-from tables, their mean |L_w|, the cache size on disk, and peak memory. Then a realistic
+mechanism reading the tables from the disk cache; the share of distinct words with a
+ball table and with (only) a k-NN table, |L_w| over 100 of the distinct words (exact,
+from ``compact_distribution``), the cache size on disk, and peak memory. Then a realistic
 corpus run: IMDb reviews through the Privatizer in batches, from an empty cache.
 Usage:
 
@@ -53,7 +54,8 @@ def main() -> None:
     ap.add_argument("--precompute", type=int, default=0, help="vocabulary size for the full pre-computation (0: skip)")
     ap.add_argument("--precompute-epsilons", default="10,20")
     ap.add_argument("--big-tokens", type=int, default=1000000)
-    ap.add_argument("--skip-main", action="store_true", help="only the --precompute section")
+    ap.add_argument("--skip-main", action="store_true", help="only the --precompute / --knn-all sections")
+    ap.add_argument("--knn-all", type=int, default=0, help="V: pre-compute its k-NN tables, then --epsilons")
     args = ap.parse_args()
     if args.skip_main:
         args.vocab, args.reviews = "", 0
@@ -77,15 +79,21 @@ def main() -> None:
                 fresh = TruncatedExponential(emb, eps, metric=args.metric)
                 _, t_disk = timed(lambda m=fresh, x=ids: m.privatize(x, deniable.secure_generator()))
                 tables = fresh._store.get_many(distinct)  # type: ignore[attr-defined]
-                sizes = [len(t[0]) for t in tables if t is not None]
+                n_tab = sum(t is not None for t in tables)
+                knns = fresh._knn.get_many(distinct)  # type: ignore[attr-defined]
+                n_knn = sum(e is not None and t is None for e, t in zip(knns, tables, strict=True))
+                sample = np.random.default_rng(0).choice(distinct, min(100, distinct.size), replace=False)
+                balls = [fresh.compact_distribution(int(w)).ids.size for w in sample]
                 rows.append(
                     {
                         "V": vocab,
                         "eps": eps,
                         "gamma": float(mech.gamma),  # type: ignore[arg-type]
                         "distinct": int(distinct.size),
-                        "tabled %": 100.0 * len(sizes) / distinct.size,
-                        "mean |L_w| (tabled)": float(np.mean(sizes)) if sizes else 0.0,
+                        "ball table %": 100.0 * n_tab / distinct.size,
+                        "k-NN table %": 100.0 * n_knn / distinct.size,
+                        "size of L_w, median (100 words)": float(np.median(balls)),
+                        "size of L_w, mean": float(np.mean(balls)),
                         "1st run tok/s (build incl.)": len(ids) / t_first,
                         "build s": t_first,
                         "2nd run tok/s": len(ids) / t_second,
@@ -100,6 +108,8 @@ def main() -> None:
         print(table(rows))
     if args.precompute:
         precompute_section(args)
+    if args.knn_all:
+        knn_section(args)
 
     if args.reviews:
         texts = imdb_texts(args.reviews)
@@ -169,6 +179,43 @@ def precompute_section(args: argparse.Namespace) -> None:
             print(table(prow[-1:]), flush=True)
     print(f"\nFull pre-computation (Appendix B), V={emb.size:,}; sampling {len(ids):,} tokens ({source})")
     print(table(prow))
+
+
+def knn_section(args: argparse.Namespace) -> None:
+    """One pre-computation of the k-NN tables (they do not depend on eps), then every eps from them."""
+    import deniable
+    from deniable.mechanisms.tem import TruncatedExponential
+
+    emb = deniable.load_embedding().subset(args.knn_all)
+    ids, source = corpus_ids(emb, args.big_tokens)
+    epsilons = [float(e) for e in args.epsilons.split(",")]
+    krow = []
+    with tempfile.TemporaryDirectory(prefix="tem-bench-") as cache:
+        os.environ["DENIABLE_CACHE"] = cache
+        # at V = 400k and eps = 2 no ball fits table_max: precompute() writes only k-NN tables
+        builder = TruncatedExponential(emb, 2.0, metric=args.metric)
+        stats, t_build = timed(builder.precompute)
+        size = dir_size(Path(cache)) / 2**20
+        print(f"k-NN tables for {emb.size:,} words: {t_build:.0f} s, {size:.0f} MB, ball tables {int(stats['built'])}")
+        for eps in epsilons:
+            fresh = TruncatedExponential(emb, eps, metric=args.metric)
+            _, t_first = timed(lambda m=fresh, x=ids: m.privatize(x, deniable.secure_generator()))
+            _, t_again = timed(lambda m=fresh, x=ids: m.privatize(x, deniable.secure_generator()))
+            krow.append(
+                {
+                    "V": emb.size,
+                    "eps": eps,
+                    "k-NN build s (once)": t_build,
+                    "disk MB": size,
+                    "tokens": len(ids),
+                    "tok/s (from disk)": len(ids) / t_first,
+                    "tok/s (warm)": len(ids) / t_again,
+                    "peak RSS MB": peak_rss_mb(),
+                }
+            )
+            print(table(krow[-1:]), flush=True)
+    print(f"\nk-NN tables pre-computed once, V={emb.size:,}; sampling {len(ids):,} tokens ({source})")
+    print(table(krow))
 
 
 if __name__ == "__main__":
