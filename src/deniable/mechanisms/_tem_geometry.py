@@ -75,9 +75,8 @@ class Geometry:
         return self._exact(w, ys)
 
     def _exact(self, w: int, ys: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-        # the paired code path, so that a distance is bit for bit the same whichever of
-        # the two computes it (norms and sums are then taken in the same order)
-        # (a one-element ``ws`` broadcasts: the same elementwise arithmetic, no copies of w)
+        # the paired code path (a one-element ``ws`` broadcasts), so that a distance is bit
+        # for bit the same whichever of the two computes it
         return self.exact_paired(np.array([w], dtype=np.int64), ys)
 
     def exact_paired(self, ws: npt.NDArray[np.int64], ys: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
