@@ -286,3 +286,20 @@ def test_parameter_validation() -> None:
     for kwargs in ({"samples": 0}, {"eta": 0.0}, {"eta": 1.0}, {"confidence": 1.0}):
         with pytest.raises(InvalidParameterError):
             plausible_deniability(mech, **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("epsilon", [9.0, 30.0])
+def test_bulk_float32_support_size_on_a_large_vocabulary(epsilon: float) -> None:
+    # E[S_w] = sum_y 1 - (1 - p_y)^s over 100k words, a small number when eps is large: summed
+    # as V - sum(exp(.)) in float32 it loses ~1e-3 relative; the float32 default must stay at 1e-5.
+    from conftest import make_tiny_embedding
+
+    from deniable import TruncatedExponential
+
+    emb = make_tiny_embedding(100_000, 4, seed=5)
+    mech = TruncatedExponential(emb, epsilon)
+    words = np.arange(0, 100_000, 12_500)
+    b64 = plausible_deniability(mech, words=words, method="bulk", samples=1000, dtype=np.float64)
+    b32 = plausible_deniability(mech, words=words, method="bulk", samples=1000, dtype=np.float32)
+    np.testing.assert_allclose(b32.s_w, b64.s_w, rtol=1e-5)
+    np.testing.assert_allclose(b32.n_w, b64.n_w, rtol=1e-4)

@@ -608,9 +608,10 @@ class _BlockGeometry:
 def _expected_distinct_rows(w: np.ndarray, z: np.ndarray, samples: int, qs: np.ndarray, acc: np.ndarray) -> np.ndarray:
     """``sum_y 1 - (1 - w_y / z)^samples`` per row (``qs``, ``acc``: scratch of w's shape).
 
-    ``(1 - p)^s = exp(s log(1 - p))`` with ``log(1 - p) ~ -p - p^2/2`` for ``p < 1e-3``
+    ``(1 - p)^s = exp(s log(1 - p))`` with ``log(1 - p) ~ -p - p^2/2`` for ``p < _BIG_P``
     (relative error of the term at most ``s p^3 / 3``); larger probabilities, at most
-    1000 per row, are redone exactly in float64.
+    ``1 / _BIG_P`` per row, are redone exactly in float64. The terms are summed as
+    ``-expm1(.)``: ``V - sum(exp(.))`` in float32 cancels catastrophically when E[S_w] << V.
     """
     dt = w.dtype
     np.multiply(w, (samples / z).astype(dt)[:, None], out=qs)  # q = s * p
@@ -618,13 +619,13 @@ def _expected_distinct_rows(w: np.ndarray, z: np.ndarray, samples: int, qs: np.n
     np.multiply(qs, dt.type(-0.5 / samples), out=acc)  # -q/(2s)
     acc -= dt.type(1.0)
     acc *= qs  # -q - q^2/(2s)  =  s * (-p - p^2/2)
-    np.exp(acc, out=acc)
-    res = w.shape[1] - acc.sum(axis=1, dtype=np.float64)
+    np.expm1(acc, out=acc)  # (1 - p)^s - 1
+    res = -acc.sum(axis=1, dtype=np.float64)
     if big.size:
         big_r = big // w.shape[1]
         pe = w.ravel()[big].astype(np.float64) / z[big_r]
         approx = acc.ravel()[big].astype(np.float64)
-        exact = np.exp(samples * np.log1p(-np.minimum(pe, 1.0)))
+        exact = np.expm1(samples * np.log1p(-np.minimum(pe, 1.0)))
         res += np.bincount(big_r, weights=approx - exact, minlength=w.shape[0])
     return np.asarray(res, dtype=np.float64)
 
