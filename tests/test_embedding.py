@@ -121,3 +121,25 @@ def test_default_embedding(glove: Embedding) -> None:
     assert glove.is_lowercase
     assert glove.words([0]) == ["the"]
     assert glove.ids(["hockey"])[0] > 0
+
+
+@pytest.mark.parametrize("mmap", [True, False])
+def test_saved_folder_with_a_nan_row_is_rejected(tmp_path: Path, mmap: bool) -> None:
+    from deniable.embedding import VECTORS_FILE
+
+    mat = np.ones((70_000, 3), dtype=np.float32)  # more than one 65,536-row check chunk
+    mat[66_000, 1] = np.nan
+    Embedding([f"w{i}" for i in range(len(mat))], mat).save(tmp_path / "emb")
+    with pytest.raises(EmbeddingError, match="row 66001 has a NaN or infinite value") as info:
+        Embedding.load(tmp_path / "emb", mmap=mmap)
+    assert VECTORS_FILE in str(info.value)
+    with pytest.raises(EmbeddingError, match="row 66001"):
+        load_embedding(tmp_path / "emb")
+
+
+def test_saved_folder_with_an_inf_row_is_rejected(tmp_path: Path) -> None:
+    mat = np.ones((4, 3), dtype=np.float32)
+    mat[0, 0] = np.inf
+    Embedding(["a", "b", "c", "d"], mat).save(tmp_path / "emb")
+    with pytest.raises(EmbeddingError, match="row 1 has"):
+        Embedding.load(tmp_path / "emb")

@@ -112,3 +112,29 @@ def test_case_sensitive_embedding_is_looked_up_exactly() -> None:
     assert not emb.is_lowercase
     p = Privatizer(Shift(emb))
     assert p.privatize("Paris paris PARIS") == "paris Paris PARIS"
+
+
+def test_seeded_privatizer_warns_at_the_callers_line(toy: Embedding) -> None:
+    from deniable import NotPrivateWarning
+
+    mech = MultivariateLaplace(toy, epsilon=1.0)
+    with pytest.warns(NotPrivateWarning, match="NOT private") as record:
+        Privatizer(mech, random_state=1)
+    assert [w.filename for w in record] == [__file__]
+    with pytest.raises(TypeError):
+        Privatizer(mech, seed=1)  # type: ignore[call-arg]
+
+
+def test_docs_name_the_real_seed_parameter_and_existing_files() -> None:
+    import re
+    from pathlib import Path
+
+    import deniable.index
+
+    root = Path(__file__).resolve().parents[1]
+    madlib = (root / "docs" / "madlib.md").read_text(encoding="utf-8")
+    assert "`seed=`" not in madlib and "random_state=" in madlib
+    doc = deniable.index.__doc__ or ""
+    linked = re.findall(r"docs/[\w.-]+\.md", doc)
+    assert linked and all((root / p).is_file() for p in linked)
+    assert "## Why an approximate index keeps the guarantee" in madlib

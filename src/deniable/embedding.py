@@ -18,6 +18,17 @@ __all__ = ["Embedding"]
 
 WORDS_FILE = "words.txt"
 VECTORS_FILE = "vectors.npy"
+#: Rows checked at a time for NaN/inf, so a memory-mapped matrix is never read whole into memory.
+FINITE_CHECK_ROWS = 65536
+
+
+def first_nonfinite_row(mat: np.ndarray, chunk: int = FINITE_CHECK_ROWS) -> int | None:
+    """Index of the first row holding a NaN or an infinity, or None; reads ``chunk`` rows at a time."""
+    for start in range(0, mat.shape[0], chunk):
+        ok = np.isfinite(mat[start : start + chunk]).all(axis=1)
+        if not ok.all():
+            return start + int(np.argmin(ok))
+    return None
 
 
 class Embedding:
@@ -148,17 +159,25 @@ class Embedding:
 
     @classmethod
     def load(cls, folder: str | Path, *, mmap: bool = True) -> Embedding:
-        """Read a folder written by :meth:`save`; the matrix is memory-mapped by default."""
+        """Read a folder written by :meth:`save`; the matrix is memory-mapped by default.
+
+        Every value is checked to be finite (in chunks of rows, so a memory map is not
+        read into memory at once); a NaN or infinite row is an error naming the file and row.
+        """
         path = Path(folder)
         vec_path, words_path = path / VECTORS_FILE, path / WORDS_FILE
         for p in (vec_path, words_path):
             if not p.is_file():
                 raise EmbeddingError(f"{path}: missing {p.name} (expected {VECTORS_FILE} + {WORDS_FILE})")
         vectors = np.load(vec_path, mmap_mode="r" if mmap else None, allow_pickle=False)
+        if vectors.ndim == 2:
+            bad = first_nonfinite_row(vectors)
+            if bad is not None:
+                raise EmbeddingError(f"{vec_path}: row {bad + 1} has a NaN or infinite value")
         words = words_path.read_text(encoding="utf-8").split("\n")
         if words and words[-1] == "":
             words.pop()
-        return cls.from_arrays(words, vectors, name=str(path), check_finite=not mmap)
+        return cls.from_arrays(words, vectors, name=str(path), check_finite=False)
 
     @classmethod
     def from_arrays(
@@ -176,9 +195,9 @@ class Embedding:
         if len(words) != mat.shape[0]:
             raise EmbeddingError(f"{name}: {len(words)} words but {mat.shape[0]} vector rows")
         if check_finite:
-            bad = ~np.isfinite(mat).all(axis=1)
-            if bad.any():
-                raise EmbeddingError(f"{name}: row {int(np.argmax(bad)) + 1} has a NaN or infinite value")
+            bad = first_nonfinite_row(mat)
+            if bad is not None:
+                raise EmbeddingError(f"{name}: row {bad + 1} has a NaN or infinite value")
         seen: dict[str, int] = {}
         for i, w in enumerate(words):
             j = seen.setdefault(w, i)

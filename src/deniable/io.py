@@ -7,9 +7,15 @@ and renamed into place only on success: a failed run leaves no partial output.
 - ``txt``: each line is a record; line endings and blank lines come back exactly.
 - ``csv`` / ``tsv``: every column is read as a string and written back unchanged
   except the chosen text columns (quoted newlines, commas and unicode included);
-  the input's line terminator is kept.
-- ``jsonl``: one JSON object per line; other keys and their order are kept.
+  the input's line terminator is kept. CSV follows the usual quoting rules; TSV is
+  plain (no quoting: quotes are ordinary characters, and a field can hold no tab or
+  line break). Cells of any size are accepted.
+- ``jsonl``: one JSON object per line; other keys and their order are kept. NaN,
+  Infinity and numbers too large for a float are rejected (they are not JSON).
 - ``parquet``: the schema, other columns, row count and order are kept; nulls stay null.
+
+A leading UTF-8 byte order mark (as Excel writes) is not part of the first record
+and is written back to the output.
 
 ``.gz`` is supported for txt, csv, tsv and jsonl (read and write). ``-`` is standard
 input or output (streamed, so not atomic). Error messages name rows and columns,
@@ -23,6 +29,7 @@ import csv
 import gzip
 import io
 import json
+import math
 import os
 import sys
 import tempfile
@@ -57,6 +64,11 @@ _SUFFIXES = {
     ".parquet": "parquet",
     ".pq": "parquet",
 }
+
+_BOM = "\ufeff"
+# Python's csv module refuses fields over 128 KiB by default; a text cell can be larger.
+# sys.maxsize does not fit a C long on every platform (Windows), so clip it.
+_CSV_FIELD_LIMIT = min(sys.maxsize, 2**31 - 1)
 
 
 @dataclass
@@ -153,8 +165,20 @@ def _decode(data: bytes, where: str) -> str:
         raise DataError(f"{where} is not valid UTF-8 (byte {exc.start})") from None
 
 
+def _strip_bom(line: str, lineno: int, dst: IO[bytes] | None) -> str:
+    """Drop a UTF-8 byte order mark that starts the input; write it back to ``dst``.
+
+    Called on every line before anything is written, so the mark lands first.
+    """
+    if lineno == 1 and line.startswith(_BOM):
+        if dst is not None:
+            dst.write(_BOM.encode("utf-8"))
+        return line[1:]
+    return line
+
+
 def _check_columns(columns: Sequence[str] | None, fmt: str) -> list[str]:
-    cols = list(columns or [])
+    cols = list(dict.fromkeys(columns or []))  # a repeated --column is privatized once
     if fmt == "txt":
         if cols:
             raise InvalidParameterError("--column", cols[0], "no column for plain text input")
@@ -173,7 +197,7 @@ def _txt(
     lineno = 0
     for raw_line in src:
         lineno += 1
-        batch.append(_decode(raw_line, f"line {lineno}"))
+        batch.append(_strip_bom(_decode(raw_line, f"line {lineno}"), lineno, dst))
         if len(batch) >= batch_size:
             yield batch
             if dst is not None:
@@ -206,13 +230,39 @@ def _csv(
     tick: Callable[[], None],
 ) -> Iterator[list[str]]:
     src, terminator = _line_terminator(src)
-    text = _decoded_lines(src)
-    reader = csv.reader(text, delimiter=delimiter, strict=False)
+    if csv.field_size_limit() < _CSV_FIELD_LIMIT:
+        csv.field_size_limit(_CSV_FIELD_LIMIT)
+    text = _decoded_lines(src, dst)
+    tsv = delimiter == "\t"
+    # TSV is plain: no quoting on read or write (a quote is an ordinary character).
+    dialect: dict[str, Any] = {"quoting": csv.QUOTE_NONE, "quotechar": None, "escapechar": None} if tsv else {}
+    reader = csv.reader(text, delimiter=delimiter, strict=False, **dialect)
     out_text = None
     writer = None
     if dst is not None:
         out_text = io.TextIOWrapper(dst, encoding="utf-8", newline="", write_through=True)
-        writer = csv.writer(out_text, delimiter=delimiter, lineterminator=terminator)
+        writer = csv.writer(out_text, delimiter=delimiter, lineterminator=terminator, **dialect)
+    written = 1  # rows written so far, the header included
+
+    def write_rows(rows: list[list[str]]) -> None:
+        nonlocal written
+        assert writer is not None
+        if not tsv:
+            writer.writerows(rows)
+            written += len(rows)
+            return
+        for row in rows:
+            written += 1
+            if any(("\t" in v or "\n" in v or "\r" in v) for v in row):
+                raise DataError(
+                    f"row {written}: the output holds a tab or a line break, which a TSV field cannot represent"
+                )
+            if row == [""]:  # csv refuses an unquoted lone empty field; in plain TSV it is an empty line
+                assert out_text is not None
+                out_text.write(terminator)
+            else:
+                writer.writerow(row)
+
     try:
         try:
             header = next(reader)
@@ -225,7 +275,7 @@ def _csv(
             )
         positions = [header.index(c) for c in columns]
         if writer is not None:
-            writer.writerow(header)
+            writer.writerow(header)  # a header cell with a tab or line break cannot come from TSV input
         rows: list[list[str]] = []
 
         def flush() -> list[str]:
@@ -240,7 +290,7 @@ def _csv(
                 new = fn(values) if values else []
                 for (r, p), v in zip(cells, new, strict=True):
                     rows[r][p] = v
-                writer.writerows(rows)
+                write_rows(rows)
             return values
 
         while True:
@@ -264,13 +314,49 @@ def _csv(
             out_text.detach()
 
 
-def _decoded_lines(src: IO[bytes]) -> Iterator[str]:
-    """Decode line by line so an invalid byte is reported with its line number."""
+def _decoded_lines(src: IO[bytes], dst: IO[bytes] | None = None) -> Iterator[str]:
+    """Decode line by line so an invalid byte is reported with its line number.
+
+    A leading byte order mark is dropped (and written back to ``dst``).
+    """
     for lineno, raw in enumerate(src, start=1):
-        yield _decode(raw, f"line {lineno}")
+        yield _strip_bom(_decode(raw, f"line {lineno}"), lineno, dst)
 
 
 # ------------------------------------------------------------------------- jsonl
+class _NotFinite(Exception):
+    """A JSON number that is NaN, infinite or too large for a float (raised by the hooks)."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise _NotFinite(f"{name} is not valid JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise _NotFinite("a number is too large for a float (it would become infinity)")
+    return value
+
+
+def _has_lone_surrogate(obj: Any) -> bool:
+    """True when a string (key or value) holds a lone surrogate, i.e. cannot be UTF-8."""
+    stack = [obj]
+    while stack:
+        o = stack.pop()
+        if isinstance(o, str):
+            try:
+                o.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(o, dict):
+            stack.extend(o.keys())
+            stack.extend(o.values())
+        elif isinstance(o, list):
+            stack.extend(o)
+    return False
+
+
 def _jsonl(
     src: IO[bytes],
     dst: IO[bytes] | None,
@@ -307,16 +393,22 @@ def _jsonl(
 
     for raw_line in src:
         lineno += 1
-        line = _decode(raw_line, f"line {lineno}")
+        line = _strip_bom(_decode(raw_line, f"line {lineno}"), lineno, dst)
         body = line.rstrip("\r\n")
         ending = line[len(body) :]
         if not body.strip():
             batch.append((None, line, ending))
         else:
             try:
-                obj = json.loads(body)
+                obj = json.loads(body, parse_constant=_reject_constant, parse_float=_finite_float)
             except json.JSONDecodeError as exc:
                 raise DataError(f"line {lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+            except _NotFinite as exc:
+                raise DataError(f"line {lineno}: {exc}") from None
+            except ValueError:  # e.g. an integer with more digits than Python converts
+                raise DataError(f"line {lineno}: a number is out of range") from None
+            if "\\u" in body and _has_lone_surrogate(obj):
+                raise DataError(f"line {lineno}: a \\u escape is a lone surrogate, which is not valid Unicode text")
             if not isinstance(obj, dict):
                 raise DataError(f"line {lineno}: expected a JSON object, got {type(obj).__name__}")
             for c in columns:
@@ -363,13 +455,27 @@ def _parquet(
     if pf.metadata.num_rows == 0:
         raise DataError(f"{path} has no rows")
     writer = pq.ParquetWriter(dst, schema) if dst is not None else None
+    first_row = 0
+
+    def strings(table: Any, c: str) -> list[str | None]:
+        column = table.column(c)
+        try:
+            return column.to_pylist()
+        except UnicodeDecodeError:
+            for i, chunk_value in enumerate(column):
+                try:
+                    chunk_value.as_py()
+                except UnicodeDecodeError:
+                    raise DataError(f"row {first_row + i + 1}, column {c!r}: not valid UTF-8") from None
+            raise  # pragma: no cover - the loop finds the row
+
     try:
         for rb in pf.iter_batches(batch_size=batch_size):
             table = pa.Table.from_batches([rb], schema=schema)
             values_all: list[str] = []
             new_cols: dict[str, Any] = {}
             if writer is not None:
-                lists = {c: table.column(c).to_pylist() for c in columns}
+                lists = {c: strings(table, c) for c in columns}
                 flat = [v for c in columns for v in lists[c] if v is not None]
                 new = iter(fn(flat) if flat else [])
                 for c in columns:
@@ -380,9 +486,10 @@ def _parquet(
                 writer.write_table(table)
                 values_all = flat
             else:
-                values_all = [v for c in columns for v in table.column(c).to_pylist() if v is not None]
+                values_all = [v for c in columns for v in strings(table, c) if v is not None]
             yield values_all
             advance(rb.num_rows)
+            first_row += rb.num_rows
     finally:
         if writer is not None:
             writer.close()

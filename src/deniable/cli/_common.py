@@ -27,8 +27,10 @@ app = typer.Typer(
     rich_markup_mode="markdown",
 )
 
-err = Console(stderr=True)
+# soft_wrap: an error is one line, also when stderr is a file or a pipe (no wrap at 80 columns).
+err = Console(stderr=True, soft_wrap=True)
 
+EXIT_INTERNAL = 1
 EXIT_USAGE = 2
 EXIT_DATA = 3
 
@@ -56,6 +58,9 @@ def run_app(argv: list[str] | None = None) -> int:
 
     Usage errors (unknown option, missing argument) exit with 2 via click; our own
     errors print one line (never user text) and exit with 2 (bad parameter) or 3 (bad data).
+    Any other exception is a bug: only its type is printed (its message could quote the
+    input) and the exit code is 1. Output files are written atomically, so a failed run
+    leaves none behind.
     """
     try:
         app(args=argv, standalone_mode=True)
@@ -68,6 +73,13 @@ def run_app(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         err.print("aborted")
         return 130
+    except Exception as exc:  # last resort: never a traceback, never the message (it may hold user text)
+        err.print(
+            f"[bold red]error:[/] unexpected internal error ({escape(type(exc).__name__)}); "
+            "its message is not shown because it may contain input text. Please report it.",
+            highlight=False,
+        )
+        return EXIT_INTERNAL
     return 0
 
 

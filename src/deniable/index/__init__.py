@@ -10,7 +10,8 @@ the row ids, both ``(len(queries), k)``, nearest first.
 
 An approximate index keeps the privacy guarantee of the mechanisms that decode
 through it: the decode is a deterministic function of the noisy vector and the
-public index, i.e. post-processing. It only costs fidelity (see docs/index.md).
+public index, i.e. post-processing. It only costs fidelity (see "Why an approximate
+index keeps the guarantee" in docs/madlib.md).
 """
 
 from __future__ import annotations
