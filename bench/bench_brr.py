@@ -3,8 +3,8 @@
 Each configuration runs in its own subprocess (so peak RSS is its own): tokens/s of
 ``privatize`` on real IMDb tokens, the time to build / load what it needs, and the size
 of what a device would have to hold. BRR's epsilon is converted from madlib's with the
-privacy ratio (seed 001): ``eps_brr = P_d(euclidean) / P_d(hamming) * eps_madlib``.
-Usage:
+privacy ratio (seed 001): ``eps_brr = P_d(euclidean) / P_d(hamming) * eps_madlib``, measured
+on the codes of each code length (256 and 64 bits). Usage:
 
     python bench/bench_brr.py [--tokens 20000] [--epsilon 10] [--threads 1] [--configs ...]
 """
@@ -51,7 +51,14 @@ CONFIGS = [
 
 
 def run_one(
-    config: str, tokens: int, eps_madlib: float, eps_brr: float, threads: int, embedding: str | None, artefact: str
+    config: str,
+    tokens: int,
+    eps_madlib: float,
+    eps_brr: float,
+    threads: int,
+    embedding: str | None,
+    artefact: str,
+    eps_brr64: float | None = None,
 ) -> dict[str, object]:
     name, _, fixed = config.partition("@")
     import faiss
@@ -87,7 +94,14 @@ def run_one(
     else:
         bits = 64 if name.startswith("brr64") else 256
         index = name.split("-")[1]
-        eps = float(fixed) if fixed else eps_brr * 256 / bits  # P_d(hamming) ~ bits / 2
+        if fixed:
+            eps = float(fixed)
+        elif bits == 64:
+            if eps_brr64 is None:
+                raise SystemExit(f"{config}: needs --eps-brr64 (the privacy ratio of the 64-bit codes)")
+            eps = eps_brr64
+        else:
+            eps = eps_brr
         mech = BinaryRandomizedResponse(emb, eps, bits=bits, binarizer="autoencoder", index=index)
         import tempfile
 
@@ -130,9 +144,19 @@ def main() -> None:
     ap.add_argument("--artefact", help=argparse.SUPPRESS)
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--eps-brr", type=float, help=argparse.SUPPRESS)
+    ap.add_argument("--eps-brr64", type=float, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
-        res = run_one(args.one, args.tokens, args.epsilon, args.eps_brr, args.threads, args.embedding, args.artefact)
+        res = run_one(
+            args.one,
+            args.tokens,
+            args.epsilon,
+            args.eps_brr,
+            args.threads,
+            args.embedding,
+            args.artefact,
+            args.eps_brr64,
+        )
         print(json.dumps(res))
         return
 
@@ -144,14 +168,24 @@ def main() -> None:
 
     emb = deniable.load_embedding(args.embedding)
     t0 = time.perf_counter()
+    madlib = MultivariateLaplace(emb, 1.0, index="flat")
     brr = BinaryRandomizedResponse(emb, 1.0)
-    ratio = privacy_ratio(MultivariateLaplace(emb, 1.0, index="flat"), brr, pairs=200000, rng=0)
+    ratio = privacy_ratio(madlib, brr, pairs=200000, rng=0)
     artefact = tempfile.mkdtemp(prefix="brr-device-")
     brr.export_device(artefact)
     eps_brr = ratio.epsilon_b(args.epsilon)
     print(f"privacy ratio ({time.perf_counter() - t0:.1f}s): {ratio}")
     print(f"madlib epsilon {args.epsilon:g} <-> BRR-256 epsilon {eps_brr:.4g} (same eps * P_d bound)")
-    print("BRR-64 runs at 4x that (its P_d is ~1/4); name@eps runs at a fixed epsilon")
+    eps_brr64 = None
+    if any(c.startswith("brr64") and "@" not in c for c in args.configs.split(",")):
+        # the same codes the brr64 runs use (same binarizer and seed: cached on disk), the same pairs (rng=0)
+        t0 = time.perf_counter()
+        brr64 = BinaryRandomizedResponse(emb, 1.0, bits=64, binarizer="autoencoder")
+        ratio64 = privacy_ratio(madlib, brr64, pairs=200000, rng=0)
+        eps_brr64 = ratio64.epsilon_b(args.epsilon)
+        print(f"privacy ratio, 64-bit codes ({time.perf_counter() - t0:.1f}s): {ratio64}")
+        print(f"madlib epsilon {args.epsilon:g} <-> BRR-64 epsilon {eps_brr64:.4g} (same eps * P_d bound)")
+    print("name@eps runs at a fixed epsilon")
     env = dict(os.environ)
     if args.threads:
         env.update(OPENBLAS_NUM_THREADS=str(args.threads), OMP_NUM_THREADS=str(args.threads))
@@ -159,6 +193,8 @@ def main() -> None:
     for config in args.configs.split(","):
         cmd = [sys.executable, __file__, "--one", config, "--tokens", str(args.tokens), "--epsilon", str(args.epsilon)]
         cmd += ["--eps-brr", str(eps_brr), "--threads", str(args.threads), "--artefact", artefact]
+        if eps_brr64 is not None:
+            cmd += ["--eps-brr64", str(eps_brr64)]
         if args.embedding:
             cmd += ["--embedding", args.embedding]
         res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)

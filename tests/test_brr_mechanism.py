@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import itertools
 import math
+import subprocess
+import sys
+import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,12 +18,16 @@ from deniable import BinaryRandomizedResponse, InvalidParameterError, Privatizer
 from deniable.mechanisms import make_mechanism
 from deniable.mechanisms.brr import (
     HammingDecoder,
+    SharedCodesWarning,
     channel_log_prob,
     flip_probability,
     hamming,
     randomized_response,
     sample_flip_masks,
 )
+
+# mixed_vocabulary() shares a code on purpose; the warning itself is tested below (pytest.warns).
+pytestmark = pytest.mark.filterwarnings("ignore::deniable.mechanisms.brr.SharedCodesWarning")
 
 
 def all_codes(m: int) -> np.ndarray:
@@ -208,3 +216,39 @@ def test_hamming_helper_matches_metrics_module() -> None:
     assert np.array_equal(hamming(a, b), paired_distances(a, b, "hamming"))
     for x, y in itertools.islice(zip(a, b, strict=True), 3):
         assert hamming(x, y) == np.unpackbits(x ^ y).sum()
+
+
+def test_shared_codes_warn_with_counts_and_a_few_groups() -> None:
+    with pytest.warns(SharedCodesWarning, match=r"1 binary code\(s\) are shared by 2 of the 8 vocabulary words") as rec:
+        mech = BinaryRandomizedResponse(code_embedding(mixed_vocabulary()), 1.0, binarizer=mixed_vocabulary())
+    assert "{w3, w4}" in str(rec[0].message) and issubclass(SharedCodesWarning, UserWarning)
+    assert mech.describe()["shared_codes"] == 1 and mech.describe()["words_sharing_a_code"] == 2  # unchanged
+    # five groups (sizes 7, 2, 2, 3, 2) + 3 unique codes: the 3 largest are listed, at most 5 words each
+    sizes = [7, 2, 2, 3, 2, 1, 1, 1]
+    codes = np.repeat(np.arange(len(sizes), dtype=np.uint8) * 16, sizes).reshape(-1, 1)
+    with pytest.warns(SharedCodesWarning) as rec:
+        BinaryRandomizedResponse(code_embedding(codes), 1.0, binarizer=codes)
+    msg = str(rec[0].message)
+    assert "5 binary code(s) are shared by 16 of the 19 vocabulary words (8-bit codes)" in msg
+    assert "{w0, w1, w2, w3, w4 and 2 more}; {w11, w12, w13}; {w7, w8}." in msg and "w9" not in msg
+    # no shared code: no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SharedCodesWarning)
+        BinaryRandomizedResponse(code_embedding(nibble_vocabulary()), 1.0, binarizer=nibble_vocabulary())
+
+
+def test_cli_privatize_shows_the_shared_codes_warning(tmp_path: Path) -> None:
+    """The notice must reach stderr of the real command (Python's default warning display)."""
+    from deniable.binarize.device import save_device_artefact
+
+    codes = np.zeros((4, 4), dtype=np.uint8)
+    codes[:, 0] = [0, 0, 255, 15]  # "hockey" and "puck" share a code
+    save_device_artefact(tmp_path / "dev", ["hockey", "puck", "nasa", "the"], codes, {"binarizer": "precomputed"})
+    (tmp_path / "in.txt").write_text("the hockey\n", encoding="utf-8")
+    args = ["privatize", str(tmp_path / "in.txt"), "-o", str(tmp_path / "out.txt"), "-m", "brr", "-e", "2"]
+    args += ["--embedding", str(tmp_path / "dev"), "-q"]
+    code = "import sys; from deniable.cli import main; main(sys.argv[1:])"
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "SharedCodesWarning" in proc.stderr and "shared by 2 of the 4 vocabulary words" in proc.stderr
+    assert "{hockey, puck}" in proc.stderr

@@ -82,3 +82,45 @@ def test_bad_queries() -> None:
         dec.nearest_codes(np.zeros((2, 1), dtype=np.int32), np.random.default_rng(0))
     with pytest.raises(InvalidParameterError, match="backend"):
         HammingDecoder(CODES, backend="gpu")
+
+
+def _lose_rows(dec: HammingDecoder, lost: slice, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Make the decoder's HNSW search return only -1 ids for the rows ``lost`` of every query batch."""
+    real = dec._index.search
+    calls: list[int] = []
+
+    def search(q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        dist, ids = real(q, k)
+        ids[lost] = -1
+        dist[lost] = np.iinfo(dist.dtype).max
+        calls.append(len(q))
+        return dist, ids
+
+    monkeypatch.setattr(dec._index, "search", search)
+    return calls
+
+
+def test_hnsw_rows_without_any_result_fall_back_to_exact_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    """All -1 ids for a query row (HNSW found nothing) used to crash rng.integers(0, 0)."""
+    rng = np.random.default_rng(8)
+    codes = rng.integers(0, 256, (300, 8), dtype=np.uint8)
+    q = rng.integers(0, 256, (50, 8), dtype=np.uint8)
+    dec = HammingDecoder(codes, index="hnsw")
+    calls = _lose_rows(dec, slice(3, 5), monkeypatch)
+    got = dec.nearest_codes(q, rng)
+    assert calls == [50]  # the HNSW index was searched (and lost rows 3 and 4)
+    best = hamming(q[:, None, :], dec.unique_codes[None, :, :]).min(axis=1)
+    assert got.dtype == np.int64 and np.all((got >= 0) & (got < dec.n_codes))
+    assert np.array_equal(hamming(dec.unique_codes[got[3:5]], q[3:5]), best[3:5])  # exact for the lost rows
+    words = dec.decode(q, rng)
+    assert np.all((words >= 0) & (words < len(codes)))
+
+
+def test_hnsw_fallback_keeps_ties_uniform(monkeypatch: pytest.MonkeyPatch) -> None:
+    dec = HammingDecoder(CODES, index="hnsw", tie_k=2)  # tie_k < 4 tied codes: the range-search path too
+    _lose_rows(dec, slice(None), monkeypatch)  # every row lost: the whole decode is the exact fallback
+    q = np.full((20000, 1), QUERY, dtype=np.uint8)
+    got = dec.nearest_codes(q, np.random.default_rng(5))
+    assert np.all(hamming(dec.unique_codes[got], q) == 4)
+    counts = np.bincount(got, minlength=5)
+    assert counts[1] == 0 and chi2_uniform_p(counts[[0, 2, 3, 4]]) > 1e-6

@@ -86,3 +86,82 @@ def test_cli_calibrate_without_report(emb_dir: Path, capsys: pytest.CaptureFixtu
 def test_cli_calibrate_errors(emb_dir: Path, extra: list[str]) -> None:
     args = ["calibrate", "-e", "1", "--embedding", str(emb_dir), *extra]
     assert run_app(args) == 2
+
+
+def _brute_force_knn(codes: np.ndarray, ids: np.ndarray, ks: tuple[int, ...]) -> np.ndarray:
+    from deniable.mechanisms.brr import hamming
+
+    d = hamming(codes[ids][:, None, :], codes[None, :, :]).astype(float)
+    d[np.arange(ids.size), ids] = np.inf  # not its own neighbour
+    return np.sort(d, axis=1)[:, np.asarray(ks) - 1]
+
+
+def test_hamming_neighbour_distances_from_codes_alone() -> None:
+    from deniable.binarize.device import CodeEmbedding
+    from deniable.mechanisms.brr import SharedCodesWarning
+
+    rng = np.random.default_rng(0)
+    codes = rng.integers(0, 256, (60, 4), dtype=np.uint8)
+    codes[7] = codes[3]  # a shared code: distance 0 to the k = 1 neighbour
+    words = [f"w{i}" for i in range(60)]
+    dev = CodeEmbedding(words, codes)
+    geo = neighbour_distances(dev, None, ks=(1, 2, 5, 10), metric="hamming")  # the artefact's own codes
+    assert geo.metric == "hamming" and geo.index == "flat" and not geo.sampled
+    assert np.array_equal(geo.distances, _brute_force_knn(codes, np.arange(60), (1, 2, 5, 10)))
+    assert geo.at(1)[3] == 0 and geo.at(1)[7] == 0
+    assert "Hamming distance (bits)" in geo.describe() and geo.label == "Hamming distance (bits)"
+    # one histogram bin per whole number of bits
+    counts, edges = geo.histogram(10, bins=60)
+    assert np.all(np.diff(edges) == 1) and np.all(edges % 1 == 0.5) and counts.sum() == 60
+    # a float embedding with the mechanism's codes, on a sample: same distances for the sampled words
+    emb = Embedding(words, rng.normal(size=(60, 3)).astype(np.float32))
+    sample = neighbour_distances(emb, 20, ks=(1, 3), metric="hamming", codes=codes, rng=rng)
+    assert sample.sampled and len(sample) == 20
+    assert np.array_equal(sample.distances, _brute_force_knn(codes, sample.ids, (1, 3)))
+    # percentiles and table are the shared summary
+    assert [r["k"] for r in sample.table()] == [1, 3]
+    from deniable import InvalidParameterError
+
+    with pytest.raises(InvalidParameterError, match="codes"):
+        neighbour_distances(emb, 5, metric="hamming")  # a float embedding needs the codes
+    with pytest.raises(InvalidParameterError, match="codes"):
+        neighbour_distances(emb, 5, codes=codes)  # codes only with metric="hamming"
+    with pytest.raises(InvalidParameterError, match="codes"):
+        neighbour_distances(emb, 5, metric="hamming", codes=codes[:10])
+    with pytest.warns(SharedCodesWarning):  # the mechanism's codes are what the report uses
+        from deniable import BinaryRandomizedResponse
+
+        BinaryRandomizedResponse(emb, 1.0, binarizer=codes)
+
+
+@pytest.mark.filterwarnings("ignore::deniable.mechanisms.brr.SharedCodesWarning")
+@pytest.mark.parametrize("source", ["device", "float"])
+def test_cli_calibrate_brr_report_uses_hamming_distances(
+    emb_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], source: str
+) -> None:
+    """brr's report plots Hamming distances between its codes, also from a device artefact alone."""
+    pytest.importorskip("matplotlib")
+    from deniable import BinaryRandomizedResponse
+    from deniable.binarize.device import load_device_artefact
+    from deniable.embeddings import load_embedding
+
+    mech = BinaryRandomizedResponse(load_embedding(str(emb_dir)), 1.0, bits=64, binarizer="simhash")
+    dev = tmp_path / "dev"
+    mech.export_device(dev)
+    rep = tmp_path / "rep"
+    if source == "device":
+        emb = ["--embedding", str(dev)]
+    else:
+        emb = ["--embedding", str(emb_dir), "--bits", "64", "--binarizer", "simhash"]
+    args = ["calibrate", "-m", "brr", "-e", "1,4", *emb, "--words", "all", "--samples", "30", "--seed", "2"]
+    args += ["--report", str(rep), "--geometry-words", "18", "--quiet", "--examples", "hockey"]
+    code = run_app(args)
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    html = (rep / "index.html").read_text()
+    assert "Hamming distance (bits) to the k-th nearest other word" in html and "euclidean" not in html
+    assert (rep / "neighbours.png").read_bytes()[:8] == PNG
+    codes = np.asarray(load_device_artefact(dev).codes)
+    expected = _brute_force_knn(codes, np.arange(18), (1, 2, 5, 10))
+    p5_at_k1 = f'<td class="l">1</td><td class="">{np.percentile(expected[:, 0], 5):,.4g}</td>'
+    assert p5_at_k1 in html

@@ -136,6 +136,12 @@ def plot_averages(stats: Sequence[DeniabilityStats], path: str | Path, *, title:
     return _save(fig, path)
 
 
+def _geometry_name(geometry: NeighbourDistances) -> str:
+    if geometry.metric == "hamming":
+        return "code geometry (Hamming distances between binary codes)"
+    return "embedding geometry"
+
+
 def plot_neighbours(
     geometry: NeighbourDistances, path: str | Path, *, k_hist: int = 10, title: str | None = None
 ) -> Path:
@@ -152,16 +158,16 @@ def plot_neighbours(
         ax_p.plot(geometry.ks, pct[i], _PERCENTILE_STYLES[i], marker="o", ms=3, label=f"{p:g}th percentile")
     ax_p.set_xscale("log")
     ax_p.set_xlabel("k (log scale)")
-    ax_p.set_ylabel(f"{geometry.metric} distance to the k-th neighbour")
+    ax_p.set_ylabel(f"{geometry.label} to the k-th neighbour")
     ax_p.grid(alpha=0.3)
     ax_p.legend(fontsize=8)
     k = k_hist if k_hist in geometry.ks else geometry.ks[min(len(geometry.ks) - 1, 3)]
     counts, edges = geometry.histogram(k, bins=60)
     ax_h.bar(edges[:-1], counts, width=np.diff(edges), align="edge", color="#55A868")
-    ax_h.set_xlabel(f"distance to the {k}-th neighbour")
+    ax_h.set_xlabel(f"{geometry.label} to the {k}-th neighbour")
     ax_h.set_ylabel("words")
     who = f"{len(geometry):,} sampled words" if geometry.sampled else f"all {len(geometry):,} words"
-    fig.suptitle(title or f"embedding geometry over {who}", fontsize=10)
+    fig.suptitle(title or f"{_geometry_name(geometry)} over {who}", fontsize=10)
     return _save(fig, path)
 
 
@@ -323,7 +329,13 @@ def write_report(
         parts.append(f"<img src='{_e(avg.name)}' alt='S_w and N_w against epsilon'>")
     if geometry is not None:
         geo = plot_neighbours(geometry, out / "neighbours.png")
-        parts.append("<h2>Embedding geometry (cf. seed 000, Fig. 2)</h2>")
+        name = _geometry_name(geometry)
+        parts.append(f"<h2>{_e(name[0].upper() + name[1:])} (cf. seed 000, Fig. 2)</h2>")
+        if geometry.metric == "hamming":
+            parts.append(
+                "<p class='note'>BRR's guarantee is in the Hamming distance between the words' binary codes, "
+                "so these are Hamming distances in bits (0 = words sharing a code); ε is per bit.</p>"
+            )
         parts.append(f"<p class='note'>{_e(geometry.describe())}; {geometry.seconds:.1f} s.</p>")
         parts.append(f"<img src='{_e(geo.name)}' alt='k-th neighbour distance percentiles'>")
         table = geometry.table()

@@ -5,6 +5,11 @@ word to its k-th nearest neighbour, for k on a log grid from 1 to 1000: the 5th,
 50th, 80th and 95th percentiles over the vocabulary as curves against k, and the
 histogram of the distances at k = 10. Those distances are what ``eps * d(w, w')`` is
 measured in, so they tell which epsilon makes neighbours indistinguishable.
+
+The distances must be in the metric of the mechanism being calibrated: Euclidean for
+madlib, TEM's metric, and for BRR the Hamming distance (in bits) between the words'
+binary codes (``metric="hamming"``, searched exactly with faiss ``IndexBinaryFlat`` from
+the codes alone, so a device artefact without float vectors is enough).
 """
 
 from __future__ import annotations
@@ -22,10 +27,12 @@ from .._validation import check_choice, check_int
 from ..embedding import Embedding
 from .stats import WordsArg, resolve_words
 
-__all__ = ["DEFAULT_KS", "DEFAULT_PERCENTILES", "NeighbourDistances", "neighbour_distances"]
+__all__ = ["DEFAULT_KS", "DEFAULT_PERCENTILES", "METRICS", "NeighbourDistances", "neighbour_distances"]
 
 #: k on a log grid from 1 to 1000 (1, 2, 5 per decade).
 DEFAULT_KS: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
+#: The metrics :func:`neighbour_distances` measures in.
+METRICS: tuple[str, ...] = ("euclidean", "angular", "hamming")
 #: The percentiles the papers plot.
 DEFAULT_PERCENTILES: tuple[float, ...] = (5, 20, 50, 80, 95)
 
@@ -64,8 +71,17 @@ class NeighbourDistances:
         return self.distances[:, self.ks.index(k)]
 
     def histogram(self, k: int = 10, bins: int = 50) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-        """``(counts, edges)`` of the distances to the k-th neighbour."""
-        counts, edges = np.histogram(self.at(k), bins=bins)
+        """``(counts, edges)`` of the distances to the k-th neighbour.
+
+        Hamming distances are whole numbers of bits: one bin per value (edges at
+        half-integers), whatever ``bins`` says, so no bin straddles two values or none.
+        """
+        values = self.at(k)
+        if self.metric == "hamming":
+            lo, hi = (float(values.min()), float(values.max())) if values.size else (0.0, 0.0)
+            counts, edges = np.histogram(values, bins=np.arange(lo - 0.5, hi + 1.0))
+        else:
+            counts, edges = np.histogram(values, bins=bins)
         return counts.astype(np.int64), edges
 
     def table(self, percentiles: Sequence[float] = DEFAULT_PERCENTILES) -> list[dict[str, float]]:
@@ -79,6 +95,11 @@ class NeighbourDistances:
             rows.append(row)
         return rows
 
+    @property
+    def label(self) -> str:
+        """The distance's name for axes and captions, e.g. ``"Hamming distance (bits)"``."""
+        return "Hamming distance (bits)" if self.metric == "hamming" else f"{self.metric} distance"
+
     def describe(self) -> str:
         """One line saying which words the summary covers."""
         what = (
@@ -86,7 +107,7 @@ class NeighbourDistances:
             if self.sampled
             else f"all {self.vocab_size:,} words"
         )
-        return f"{self.metric} distance to the k-th nearest other word, over {what} ({self.index} search)"
+        return f"{self.label} to the k-th nearest other word, over {what} ({self.index} search)"
 
 
 def neighbour_distances(
@@ -99,6 +120,7 @@ def neighbour_distances(
     rng: np.random.Generator | None = None,
     batch_size: int = 1024,
     show_progress: bool | None = None,
+    codes: npt.ArrayLike | None = None,
 ) -> NeighbourDistances:
     """Distances from each word to its k-th nearest neighbours, for every k in ``ks``.
 
@@ -114,16 +136,25 @@ def neighbour_distances(
         Neighbour ranks (1 = nearest other word), at most V - 1. Default: :data:`DEFAULT_KS`
         (1 to 1000 on a log grid), cut at V - 1 for small vocabularies.
     metric
-        ``"euclidean"`` (the papers') or ``"angular"`` (``arccos(cos)/pi``, from the
-        Euclidean distance between unit vectors, a monotone function of it).
+        ``"euclidean"`` (the papers'), ``"angular"`` (``arccos(cos)/pi``, from the
+        Euclidean distance between unit vectors, a monotone function of it) or
+        ``"hamming"`` (bits that differ between the words' packed binary codes: BRR's
+        metric; needs ``codes`` or a :class:`~deniable.binarize.device.CodeEmbedding`).
     index
         ``"exact"`` (default), ``"flat"`` (faiss exact) or ``"hnsw"`` (approximate: can
-        miss neighbours, so distances may come out slightly too large).
+        miss neighbours, so distances may come out slightly too large). Hamming
+        distances are always searched exactly (faiss ``IndexBinaryFlat``): ``"flat"``.
+    codes
+        ``metric="hamming"`` only: the ``(V, bits // 8)`` uint8 packed codes of the words
+        (e.g. ``BinaryRandomizedResponse.codes``). Default: the codes of a
+        :class:`~deniable.binarize.device.CodeEmbedding`.
     """
     from ..index import make_index
 
-    metric = check_choice("metric", metric, ("euclidean", "angular"))
+    metric = check_choice("metric", metric, METRICS)
     index = check_choice("index", index, ("exact", "flat", "hnsw"))
+    if codes is not None and metric != "hamming":
+        raise InvalidParameterError("codes", "an array", 'None unless metric="hamming"')
     if ks is None:
         ks = [k for k in DEFAULT_KS if k < embedding.size] or [embedding.size - 1]
     if embedding.size < 2:
@@ -134,6 +165,10 @@ def neighbour_distances(
     batch_size = check_int("batch_size", batch_size, minimum=1)
     ids = resolve_words(embedding, words, rng)
     t0 = time.perf_counter()
+    if metric == "hamming":
+        return _hamming_neighbour_distances(
+            embedding, ids, k_list, codes, batch_size=batch_size, show_progress=show_progress, t0=t0
+        )
     emb = embedding
     if metric == "angular":
         vec = np.asarray(embedding.vectors, dtype=np.float64)
@@ -163,5 +198,54 @@ def neighbour_distances(
         metric=metric,
         vocab_size=embedding.size,
         index=index,
+        seconds=time.perf_counter() - t0,
+    )
+
+
+def _hamming_neighbour_distances(
+    embedding: Embedding,
+    ids: npt.NDArray[np.int64],
+    k_list: list[int],
+    codes: npt.ArrayLike | None,
+    *,
+    batch_size: int,
+    show_progress: bool | None,
+    t0: float,
+) -> NeighbourDistances:
+    """k-th neighbour Hamming distances between packed codes (exact, faiss ``IndexBinaryFlat``)."""
+    import faiss
+
+    from ..binarize import check_codes
+    from ..binarize.device import CodeEmbedding
+
+    if codes is None:
+        if not isinstance(embedding, CodeEmbedding):
+            raise InvalidParameterError(
+                "codes", None, 'the packed binary codes of the words (needed for metric="hamming")'
+            )
+        codes = embedding.codes
+    arr = np.ascontiguousarray(check_codes(codes, rows=embedding.size, name="codes"))
+    index = faiss.IndexBinaryFlat(arr.shape[1] * 8)
+    index.add(arr)
+    kmax = k_list[-1]
+    cols = np.asarray(k_list) - 1
+    out = np.empty((ids.size, len(k_list)), dtype=np.float32)
+    with progress(ids.size, "nearest codes (Hamming)", enabled=show_progress) as advance:
+        for s in range(0, ids.size, batch_size):
+            q = ids[s : s + batch_size]
+            dist, nn = index.search(arr[q], kmax + 1)
+            d = dist.astype(np.float64)
+            # The word itself is not a neighbour. Words sharing its code are (at distance 0);
+            # if the word is not among the results, the first kmax are all other words.
+            d[(nn == q[:, None]) | (nn < 0)] = np.inf
+            out[s : s + q.size] = np.sort(d, axis=1)[:, cols]
+            advance(q.size)
+    return NeighbourDistances(
+        ids=ids,
+        ks=tuple(k_list),
+        distances=out,
+        metric="hamming",
+        vocab_size=embedding.size,
+        index="flat",
         seconds=time.perf_counter() - t0,
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -26,6 +26,11 @@ from ._common import (
     parse_floats,
     seeded,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ..calibrate.geometry import NeighbourDistances
 
 DEFAULT_EXAMPLES = "encryption,hockey,spacecraft"
 
@@ -99,15 +104,16 @@ def calibrate_cmd(
 
     Prints a summary per epsilon and the largest epsilon meeting the constraints; with
     --report, also writes histograms of N_w and S_w per epsilon, their averages and
-    worst cases against epsilon, the k-th neighbour distance percentiles of the
-    embedding, example outputs and one HTML page. TEM is exact over the chosen words
+    worst cases against epsilon, the k-th neighbour distance percentiles in the
+    mechanism's metric (brr: Hamming distances between the binary codes, in bits),
+    example outputs and one HTML page. TEM is exact over the chosen words
     (--words all for the whole vocabulary); madlib and brr are sampled (--samples draws
     per word, with confidence intervals).
     """
     from rich.console import Console
     from rich.table import Table
 
-    from ..calibrate import choose_epsilon, example_outputs, neighbour_distances
+    from ..calibrate import choose_epsilon, example_outputs
 
     check_mechanism_name(mechanism)
     eps_list = parse_floats("--epsilon", epsilon)
@@ -172,7 +178,7 @@ def calibrate_cmd(
         return
     geometry = None
     if geometry_words:
-        geometry = neighbour_distances(emb, min(geometry_words, emb.size), rng=rng, show_progress=show)
+        geometry = _geometry(factory(eps_list[0]), min(geometry_words, emb.size), rng, show)
     ex = None
     wanted = [w.strip() for w in examples.split(",") if w.strip()]
     if wanted:
@@ -193,3 +199,26 @@ def calibrate_cmd(
         params={"seed": seed if seed is not None else "none (secure random)"},
     )
     err.print(f"report written to {page} ({time.perf_counter() - t0:.0f} s in all)", highlight=False)
+
+
+def _geometry(mech: Mechanism, n_words: int, rng: np.random.Generator, show: bool | None) -> NeighbourDistances:
+    """k-th neighbour distances in the metric the mechanism's guarantee is stated in.
+
+    brr: Hamming distances between its packed codes (from a device artefact alone too);
+    madlib and tem: Euclidean or angular distances between the vectors.
+    """
+    from ..calibrate.geometry import METRICS, neighbour_distances
+    from ..mechanisms.brr import BinaryRandomizedResponse
+
+    emb = mech.embedding
+    if isinstance(mech, BinaryRandomizedResponse):
+        return neighbour_distances(emb, n_words, metric="hamming", codes=mech.codes, rng=rng, show_progress=show)
+    metric = mech.metric
+    if metric not in METRICS:
+        err.print(
+            f"[yellow]note:[/] the report's neighbour distances are Euclidean ({metric} distances are not "
+            "available there)",
+            highlight=False,
+        )
+        metric = "euclidean"
+    return neighbour_distances(emb, n_words, metric=metric, rng=rng, show_progress=show)

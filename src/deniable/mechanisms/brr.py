@@ -18,8 +18,8 @@ codes and fresh randomness (post-processing). See docs/brr.md.
 from __future__ import annotations
 
 import hashlib
-import logging
 import math
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -39,6 +39,7 @@ __all__ = [
     "DECODERS",
     "BinaryRandomizedResponse",
     "HammingDecoder",
+    "SharedCodesWarning",
     "channel_log_prob",
     "flip_probability",
     "hamming",
@@ -46,12 +47,19 @@ __all__ = [
     "sample_flip_masks",
 ]
 
-logger = logging.getLogger(__name__)
-
 #: Decoders: exact brute-force Hamming search (faiss ``IndexBinaryFlat``) or approximate HNSW.
 DECODERS = ("flat", "hnsw")
 
 _POPCOUNT8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint16)
+
+
+class SharedCodesWarning(UserWarning):
+    """Issued when two or more vocabulary words have the same binary code.
+
+    Such words are at Hamming distance 0, so BRR cannot tell them apart: a word is
+    released as any word of its code, uniformly (privacy holds; fidelity suffers).
+    More bits, or another binarizer, usually separate them.
+    """
 
 
 def flip_probability(epsilon: float) -> float:
@@ -108,6 +116,11 @@ class HammingDecoder:
     them. One of the tied codes is then drawn with ``rng.integers(0, count)``. Tiny
     vocabularies (``NUMPY_MAX_BYTES``) are searched with numpy instead: all distances,
     then the same uniform pick among the minima (``backend`` forces one or the other).
+
+    HNSW can return no result at all for a query (ids all -1, e.g. a query far from
+    every code the greedy graph search reaches); such rows are decoded by the exact
+    flat search instead. Either way the decode uses only the noisy code and public
+    codes, so it is post-processing and the guarantee is unchanged.
     """
 
     #: Vocabularies with at most this many code bytes in all are searched with numpy (no faiss call).
@@ -139,6 +152,7 @@ class HammingDecoder:
         self.members = np.argsort(inverse, kind="stable").astype(np.int64)
         small = self.unique_codes.nbytes <= self.NUMPY_MAX_BYTES
         self.backend = "numpy" if backend == "numpy" or (backend == "auto" and small and index == "flat") else "faiss"
+        self._flat: Any = None  # exact fallback of the HNSW decoder, built on first use
         if self.index_kind == "flat":
             self._index = faiss.IndexBinaryFlat(self.bits)
             self._index.add(self.unique_codes)
@@ -191,27 +205,54 @@ class HammingDecoder:
             raise InvalidParameterError("noisy codes", f"{q.shape[1] * 8}-bit codes", f"{self.bits}-bit codes")
         if self.backend == "numpy":
             return self._numpy_nearest(q, rng)
+        out, found = self._faiss_nearest(self._index, q, rng, exact=self.index_kind == "flat")
+        lost = np.nonzero(~found)[0]
+        if lost.size:  # HNSW found no code at all for these rows: exact search (still post-processing)
+            out[lost], _ = self._faiss_nearest(self._flat_index(), q[lost], rng, exact=True)
+        return out
+
+    def _flat_index(self) -> Any:
+        """The exact ``IndexBinaryFlat`` over the distinct codes (built on first use when decoding with HNSW)."""
+        if self.index_kind == "flat":
+            return self._index
+        if self._flat is None:
+            import faiss
+
+            self._flat = faiss.IndexBinaryFlat(self.bits)
+            self._flat.add(self.unique_codes)
+        return self._flat
+
+    def _faiss_nearest(
+        self, index: Any, q: np.ndarray, rng: np.random.Generator, *, exact: bool
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+        """Code ids at the smallest distance found (ties uniform) and which rows found any code.
+
+        ``exact``: ``index`` is an ``IndexBinaryFlat``, and ties beyond the k results are
+        completed with a range search (exactly uniform). Rows where the index returned
+        no id at all (only -1: possible with HNSW) get id -1 and ``found`` False.
+        """
         n = q.shape[0]
         k = min(self.tie_k, self.n_codes)
-        dist, ids = self._index.search(q, k)
+        dist, ids = index.search(q, k)
         valid = ids >= 0
         d0 = np.where(valid, dist, np.iinfo(dist.dtype).max).min(axis=1, keepdims=True)
         ties = (dist == d0) & valid
         count = ties.sum(axis=1)
-        pick = rng.integers(0, count)
+        found = count > 0
+        pick = rng.integers(0, np.maximum(count, 1))
         col = np.argmax(np.cumsum(ties, axis=1) > pick[:, None], axis=1)
-        out = ids[np.arange(n), col].astype(np.int64)
-        if self.index_kind == "flat" and k < self.n_codes:
+        out = np.where(found, ids[np.arange(n), col], -1).astype(np.int64)
+        if exact and k < self.n_codes:
             full = np.nonzero(count == k)[0]
             if full.size:
                 radii = d0[full, 0]
                 for r in np.unique(radii).tolist():
                     rows = full[radii == r]
-                    lims, _, rid = self._index.range_search(q[rows], int(r) + 1)
+                    lims, _, rid = index.range_search(q[rows], int(r) + 1)
                     lims = lims.astype(np.int64)
                     sizes = np.diff(lims)
                     out[rows] = rid[lims[:-1] + rng.integers(0, sizes)]
-        return out
+        return out, found
 
     def _numpy_nearest(self, q: np.ndarray, rng: np.random.Generator) -> npt.NDArray[np.int64]:
         """Brute force with a popcount table: all distances, then a uniform pick among the minima."""
@@ -318,12 +359,7 @@ class BinaryRandomizedResponse(Mechanism):
         decoder = HammingDecoder(codes, index=self.index, cache_path=cache)
         object.__setattr__(self, "_decoder", decoder)
         if decoder.shared_codes:
-            logger.info(
-                "brr: %d of %d codes are shared by %d words (decoding picks uniformly among them)",
-                decoder.shared_codes,
-                decoder.n_codes,
-                decoder.words_sharing,
-            )
+            warnings.warn(_shared_codes_message(decoder, emb), SharedCodesWarning, stacklevel=3)
 
     # -- construction from the on-device artefact --------------------------------------------
     @classmethod
@@ -397,6 +433,28 @@ class BinaryRandomizedResponse(Mechanism):
             words_sharing_a_code=self.decoder.words_sharing,
         )
         return d
+
+
+def _shared_codes_message(decoder: HammingDecoder, embedding: Embedding, groups: int = 3, per_group: int = 5) -> str:
+    """The :class:`SharedCodesWarning` text: counts, and the (public) vocabulary words of the largest groups."""
+    shared = np.nonzero(decoder.counts > 1)[0]
+    largest = shared[np.argsort(-decoder.counts[shared], kind="stable")[:groups]]
+    shown = []
+    for g in largest.tolist():
+        ids = decoder.members[decoder.starts[g] : decoder.starts[g] + decoder.counts[g]]
+        names = [_clip(w) for w in embedding.words(ids[:per_group])]
+        more = f" and {ids.size - per_group} more" if ids.size > per_group else ""
+        shown.append("{" + ", ".join(names) + more + "}")
+    return (
+        f"brr: {decoder.shared_codes} binary code(s) are shared by {decoder.words_sharing} of the "
+        f"{len(decoder.code_of_word)} vocabulary words ({decoder.bits}-bit codes). Words with the same code "
+        "are indistinguishable: each is released as a uniformly random word of its code, "
+        f"e.g. {'; '.join(shown)}. More bits or another binarizer usually separate them."
+    )
+
+
+def _clip(word: str, limit: int = 40) -> str:
+    return word if len(word) <= limit else word[: limit - 3] + "..."
 
 
 def _short(value: object) -> object:
