@@ -185,3 +185,47 @@ def test_release_folder_is_atomic_and_not_overwritten(vocab: Vocabulary, tmp_pat
         load_release(out)
     with pytest.raises(DataError):
         BowRelease(sp.csr_matrix((2, 5)), release.bin_map, vocab)
+
+
+def test_peak_memory_stays_within_max_memory() -> None:
+    """The noisy matrix is dense and held until saved: one copy of it, never two, must fit ``max_memory``."""
+    import tracemalloc
+
+    k = 1000  # bins, every entry noisy (eps/N = 0.1: 95% of the entries are non-zero)
+    wide = BowVectorizer(Vocabulary(tuple(f"w{i}" for i in range(k))))
+
+    def peak_of(run):  # type: ignore[no-untyped-def]
+        tracemalloc.start()
+        try:
+            matrix, report = run()
+            return matrix, report, tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    # the tightest limit check_memory accepts: the release + the int64 buffers of one batch of rows
+    limit = estimate_release_bytes(4000, k) + 4 * 8 * k * 100
+    priv = BowPrivatizer(wide, TwoSidedGeometric(0.1, 1.0), None, max_memory=limit)
+    batches = [[""] * 100 for _ in range(40)]
+    rng = np.random.default_rng(0)
+    matrix, report, peak = peak_of(lambda: priv.privatize_batches(batches, rng, batch_size_hint=100))
+    assert matrix.shape == (4000, k) and report.rows == 4000 and report.released_nonzero == matrix.nnz
+    released = matrix.data.nbytes + matrix.indices.nbytes + matrix.indptr.nbytes
+    assert released > 25e6
+    # (1% slack: the row pointers and the Python objects of a batch are not counted)
+    assert peak < 1.3 * released and peak <= 1.01 * limit  # the chunks and their stacked copy took >= 2x
+    counts = sp.random(3000, k, density=0.01, format="csr", random_state=0, dtype=np.float64).astype(np.int64)
+    counts.data[:] = 1
+    limit = estimate_release_bytes(3000, k) + 4 * 8 * k * 3000
+    priv = BowPrivatizer(wide, TwoSidedGeometric(0.1, 1.0), None, max_memory=limit)
+    matrix, report, peak = peak_of(lambda: priv.privatize_counts(counts, np.random.default_rng(1)))
+    assert matrix.shape == (3000, k) and report.signal_l1 == counts.sum()
+    assert peak <= 1.01 * limit
+    with pytest.raises(ResourceLimitError):
+        BowPrivatizer(wide, TwoSidedGeometric(0.1, 1.0), None, max_memory=limit - 1).privatize_counts(counts)
+
+
+def test_guarantee_names_the_group_as_unit(vocab: Vocabulary) -> None:
+    one = BowPrivatizer(BowVectorizer(vocab), TwoSidedGeometric(2.0, 3.0)).release_params()["guarantee"]
+    assert "per document" in one and "group" not in one
+    grouped = BowPrivatizer(BowVectorizer(vocab), TwoSidedGeometric(2.0, 3.0), group=4).release_params()["guarantee"]
+    assert "per document" in grouped and "group=4" in grouped and "documents of one group totalling l1 <= N" in grouped

@@ -1,12 +1,15 @@
-"""The streaming bag-of-words privatization pipeline: vectorize -> compress -> noise.
+"""The bag-of-words privatization pipeline: vectorize -> compress -> noise.
 
-Memory: the input is sparse and read in batches, but the *output* is not sparse —
-every coordinate of every released row receives noise, so the noisy matrix has
-``rows x k`` entries (about 8 bytes each stored as CSR int32). With no horizontal
-compression and a 20,000-word vocabulary that is 160 kB per document, 1.6 GB for
-10,000 documents: this is why compression matters. The pipeline estimates the size
-before it grows and raises :class:`~deniable.ResourceLimitError` beyond
-``max_memory``.
+What streams and what does not: the *input* is read, counted, compressed and noised
+in batches, but the *output* is not sparse — every coordinate of every released row
+receives noise, zeros included — so the noisy matrix has ``rows x k`` entries (about
+8 bytes each stored as CSR int32) and is held in memory until it is saved. With no
+horizontal compression and a 20,000-word vocabulary that is 160 kB per document,
+1.6 GB for 10,000 documents: this is why compression matters. The pipeline checks the
+size as it grows and raises :class:`~deniable.ResourceLimitError` beyond
+``max_memory``. The released rows are written straight into one set of CSR arrays
+grown in place (no second copy of the matrix is made at the end), so the peak is one
+copy of the release plus the buffers of one chunk of rows.
 """
 
 from __future__ import annotations
@@ -42,6 +45,58 @@ def estimate_release_bytes(n_documents: int, n_bins: int, group: int = 1) -> int
     k = check_int("n_bins", n_bins, minimum=1)
     g = check_int("group", group, minimum=1)
     return -(-n // g) * k * BYTES_PER_ENTRY
+
+
+_INT32 = np.iinfo(np.int32)
+
+
+class _RowBuffer:
+    """CSR rows appended chunk by chunk into one set of arrays, grown in place.
+
+    ``ndarray.resize`` reallocates (``realloc``; ``mremap`` for large blocks on Linux,
+    no copy) by 1.25x at a time, capped at ``max_entries`` when possible, and the
+    arrays are trimmed to size at the end: the matrix is never held twice.
+    """
+
+    def __init__(self, n_cols: int, max_entries: int) -> None:
+        self.n_cols = n_cols
+        self.max_entries = max(int(max_entries), 1)
+        self.data: npt.NDArray[np.integer[Any]] = np.empty(0, dtype=np.int32)
+        self.indices: npt.NDArray[np.int32] = np.empty(0, dtype=np.int32)
+        self.indptr: npt.NDArray[np.int64] = np.zeros(1, dtype=np.int64)
+        self.nnz = 0
+        self.rows = 0
+
+    @staticmethod
+    def _room(arr: npt.NDArray[Any], need: int, cap: int | None = None) -> None:
+        if arr.size < need:
+            grown = arr.size + arr.size // 4 + 1024
+            arr.resize(max(need, grown if cap is None else min(grown, cap)), refcheck=False)
+
+    def append_dense(self, noisy: npt.NDArray[np.int64]) -> int:
+        """Append the non-zero entries of a dense block of rows; returns how many."""
+        mask = noisy != 0
+        per_row = mask.sum(axis=1, dtype=np.int64)
+        n, r = int(per_row.sum()), int(noisy.shape[0])
+        if noisy.size and (noisy.max() > _INT32.max or noisy.min() < _INT32.min) and self.data.dtype != np.int64:
+            self.data = self.data.astype(np.int64)  # counts beyond int32: rare, one conversion
+        self._room(self.data, self.nnz + n, self.max_entries)
+        self._room(self.indices, self.nnz + n, self.max_entries)
+        self._room(self.indptr, self.rows + r + 1)
+        self.data[self.nnz : self.nnz + n] = noisy[mask]
+        columns = np.broadcast_to(np.arange(noisy.shape[1], dtype=np.int32), noisy.shape)
+        self.indices[self.nnz : self.nnz + n] = columns[mask]
+        np.cumsum(per_row, out=per_row)
+        self.indptr[self.rows + 1 : self.rows + r + 1] = per_row + self.nnz
+        self.nnz += n
+        self.rows += r
+        return n
+
+    def matrix(self) -> sp.csr_matrix:
+        """The rows as a CSR matrix sharing the (trimmed) arrays; the buffer is spent."""
+        for arr, size in ((self.data, self.nnz), (self.indices, self.nnz), (self.indptr, self.rows + 1)):
+            arr.resize(size, refcheck=False)
+        return sp.csr_matrix((self.data, self.indices, self.indptr), shape=(self.rows, self.n_cols), copy=False)
 
 
 def _gb(n: float) -> str:
@@ -96,8 +151,7 @@ class BowPrivatizer:
     def check_memory(self, n_documents: int, batch_size: int = 0) -> int:
         """Raise ResourceLimitError if ``n_documents`` (plus one batch's dense buffers) would not fit."""
         need = estimate_release_bytes(n_documents, self.n_bins, self.group)
-        # the dense buffers of one chunk of rows: counts, two geometric draws, result (int64 each)
-        need_batch = 4 * 8 * self.n_bins * min(max(batch_size, 1), self._rows_per_chunk())
+        need_batch = self._batch_bytes(batch_size)
         if need + need_batch > self.max_memory:
             per_row = self.n_bins * BYTES_PER_ENTRY
             raise ResourceLimitError(
@@ -109,27 +163,34 @@ class BowPrivatizer:
             )
         return need
 
+    def _batch_bytes(self, batch_size: int) -> int:
+        # the dense buffers of one chunk of rows: counts, two geometric draws, result (int64 each);
+        # the released matrix itself is built in place, one copy (see _RowBuffer)
+        return 4 * 8 * self.n_bins * min(max(batch_size, 1), self._rows_per_chunk())
+
+    def _buffer(self, batch_size: int) -> _RowBuffer:
+        return _RowBuffer(self.n_bins, (self.max_memory - self._batch_bytes(batch_size)) // BYTES_PER_ENTRY)
+
     # -- core ----------------------------------------------------------------
-    def _noise_rows(self, compressed: sp.csr_matrix, rng: np.random.Generator, report: NoiseReport) -> sp.csr_matrix:
-        dense = compressed.toarray().astype(np.int64)
-        noise = self.mechanism.noise(dense.shape, rng)
-        noisy = dense + noise
-        report.signal_l1 += int(dense.sum())
+    def _noise_rows(
+        self, compressed: sp.csr_matrix, rng: np.random.Generator, report: NoiseReport, out: _RowBuffer
+    ) -> None:
+        # peak: the counts, two geometric draws and their difference, int64 each (see _batch_bytes)
+        noisy = compressed.toarray().astype(np.int64, copy=False)
+        report.signal_l1 += int(noisy.sum())
+        noise = self.mechanism.noise(noisy.shape, rng)
         report.noise_l1 += int(np.abs(noise).sum())
         report.noise_sum += int(noise.sum())
         report.noise_sq += float(np.square(noise, dtype=np.float64).sum())
+        noisy += noise
+        del noise
         if self.mechanism.clamp:
             neg = noisy < 0
             report.clamped += int(neg.sum())
             noisy[neg] = 0
-        info = np.iinfo(np.int32)
-        if noisy.size and (noisy.max() > info.max or noisy.min() < info.min):
-            out = sp.csr_matrix(noisy)
-        else:
-            out = sp.csr_matrix(noisy.astype(np.int32))
-        report.released_nonzero += int(out.nnz)
-        report.rows += int(out.shape[0])
-        return out
+            del neg
+        report.released_nonzero += out.append_dense(noisy)
+        report.rows += int(noisy.shape[0])
 
     def privatize_counts(
         self, counts: sp.spmatrix | npt.ArrayLike, rng: np.random.Generator | None = None
@@ -140,16 +201,15 @@ class BowPrivatizer:
         if x.dtype.kind not in "iu":
             raise InvalidParameterError("counts", f"dtype {x.dtype}", "integer counts")
         gen = check_random_state(rng)
-        self.check_memory(x.shape[0])
+        self.check_memory(x.shape[0], x.shape[0])
         report = self._new_report()
         report.documents = int(x.shape[0])
         compressed = group_rows(self.bin_map.apply(x), self.group)
-        chunks = []
         step = self._rows_per_chunk()
+        out = self._buffer(compressed.shape[0])
         for start in range(0, compressed.shape[0], step):
-            chunks.append(self._noise_rows(compressed[start : start + step], gen, report))
-        out = sp.vstack(chunks, format="csr") if chunks else sp.csr_matrix((0, self.n_bins), dtype=np.int32)
-        return out, report
+            self._noise_rows(compressed[start : start + step], gen, report, out)
+        return out.matrix(), report
 
     def _rows_per_chunk(self) -> int:
         # keep each dense buffer at ~ 64 MB
@@ -176,14 +236,14 @@ class BowPrivatizer:
         self.check_memory(0, batch_size_hint)
         g = self.group
         pending: sp.csr_matrix | None = None
-        chunks: list[sp.csr_matrix] = []
+        out = self._buffer(batch_size_hint)
 
         def emit(block: sp.csr_matrix) -> None:
             grouped = group_rows(block, g)
             self.check_memory(report.documents, grouped.shape[0] * g)
             step = self._rows_per_chunk()
             for start in range(0, grouped.shape[0], step):
-                chunks.append(self._noise_rows(grouped[start : start + step], gen, report))
+                self._noise_rows(grouped[start : start + step], gen, report, out)
 
         for batch in batches:
             x, tokens, counted = self.vectorizer.transform_with_stats(batch)
@@ -199,8 +259,7 @@ class BowPrivatizer:
                 emit(c[:full])
         if pending is not None and pending.shape[0]:
             emit(pending)
-        out = sp.vstack(chunks, format="csr") if chunks else sp.csr_matrix((0, self.n_bins), dtype=np.int32)
-        return out, report
+        return out.matrix(), report
 
     def release(
         self,
@@ -228,7 +287,13 @@ class BowPrivatizer:
         params: dict[str, Any] = {
             "mechanism": "two-sided geometric (LPLP, seed 002)",
             "guarantee": f"(N={mech.precision:g}, eps={mech.epsilon:g})-limited-precision local privacy "
-            "per document: count vectors within l1 distance N are eps-indistinguishable",
+            "per document: count vectors within l1 distance N are eps-indistinguishable"
+            + (
+                ""
+                if self.group == 1
+                else f"; with group={self.group} it covers any change to the documents of one group "
+                "totalling l1 <= N (their counts are summed before noise, so a group is the unit)"
+            ),
             "epsilon": mech.epsilon,
             "precision_N": mech.precision,
             "alpha": mech.alpha,
@@ -239,8 +304,7 @@ class BowPrivatizer:
             if self.group == 1
             else f"row j = sum of documents j*{self.group} .. j*{self.group}+{self.group - 1} "
             "(the last group may be smaller)",
-            "tokenizer": "lower-cased, deniable.text.WORD_PATTERN (runs of Unicode letters/digits); "
-            "words outside the vocabulary are not counted",
+            "tokenizer": self.vectorizer.tokenizer,
             "noise_generator": "seeded (NOT private: the noise can be recomputed)"
             if seeded
             else "ChaCha20 keyed from os.urandom",

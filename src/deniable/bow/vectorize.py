@@ -15,10 +15,10 @@ over bins back as words).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ..embedding import Embedding
 
 __all__ = [
+    "TOKENIZER",
     "BowVectorizer",
     "Vocabulary",
     "count_words",
@@ -216,15 +217,95 @@ def _tokens(text: str) -> list[str]:
     return WORD_PATTERN.findall(text.lower())
 
 
+#: How the built-in vectorizer tokenizes (saved in a release's ``params.json``).
+TOKENIZER = (
+    "lower-cased, deniable.text.WORD_PATTERN (runs of Unicode letters/digits); words outside the vocabulary "
+    "are not counted"
+)
+
+
 @dataclass(frozen=True, eq=False)
 class BowVectorizer:
     """Documents -> sparse ``(n_docs, vocabulary.size)`` int32 count matrix (CSR).
 
     Every document gives exactly one row, in input order; ``None`` or an empty
     string gives an all-zero row.
+
+    Parameters
+    ----------
+    vocabulary
+        The public columns.
+    analyzer
+        ``text -> tokens`` (or n-grams) replacing the built-in tokenizer; tokens not in
+        the vocabulary are not counted. :meth:`from_sklearn` sets it.
+    binary
+        Count each vocabulary token at most once per document.
+    tokenizer
+        Description of the tokenization, saved with a release.
     """
 
     vocabulary: Vocabulary
+    analyzer: Callable[[str], Sequence[str]] | None = None
+    binary: bool = False
+    tokenizer: str = TOKENIZER
+
+    @classmethod
+    def from_sklearn(cls, vectorizer: Any, frequencies: npt.ArrayLike | None = None) -> BowVectorizer:
+        """Adapt a scikit-learn ``CountVectorizer`` built with a fixed ``vocabulary=``.
+
+        The counts are those of ``vectorizer.transform`` (same analyzer: token
+        pattern, lower-casing, stop words, n-grams, ``binary``), with the columns in
+        the vectorizer's order; the release is then made as with the built-in
+        vectorizer. A vectorizer whose vocabulary was *learned* by ``fit`` is refused:
+        the vocabulary names the released columns and is not noised, so one learned
+        from the private documents leaks which words they contain. ``frequencies``
+        is a public prior per column (default: Zipf over the column order). The
+        vectorizer is not modified.
+        """
+        try:
+            from sklearn.base import clone
+            from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
+        except ImportError:  # pragma: no cover - the caller passes a scikit-learn object
+            raise InvalidParameterError(
+                "vectorizer", type(vectorizer).__name__, "a scikit-learn CountVectorizer (needs scikit-learn)"
+            ) from None
+        if not isinstance(vectorizer, CountVectorizer) or isinstance(vectorizer, TfidfVectorizer):
+            raise InvalidParameterError(
+                "vectorizer", type(vectorizer).__name__, "a scikit-learn CountVectorizer (raw counts)"
+            )
+        if vectorizer.vocabulary is None:
+            fitted = hasattr(vectorizer, "vocabulary_")
+            raise InvalidParameterError(
+                "vectorizer",
+                "CountVectorizer fitted without vocabulary=" if fitted else "CountVectorizer(vocabulary=None)",
+                "a CountVectorizer built with a fixed, public vocabulary=[...]: a vocabulary learned by fit from "
+                "the private documents names the released columns, unnoised, and so leaks which words they contain",
+            )
+        if vectorizer.input != "content":
+            raise InvalidParameterError("vectorizer.input", vectorizer.input, "'content' (documents are strings)")
+        fixed = clone(vectorizer)
+        try:
+            fixed.fit([])  # validates the fixed vocabulary and its indices; learns nothing
+        except ValueError:
+            raise InvalidParameterError(
+                "vectorizer.vocabulary", "(invalid)", "distinct terms with indices 0..n-1"
+            ) from None
+        mapping: Mapping[str, int] = fixed.vocabulary_
+        words = sorted(mapping, key=mapping.__getitem__)
+        vocab = Vocabulary(words, frequencies, source=f"scikit-learn CountVectorizer vocabulary ({len(words)} terms)")
+        how = vectorizer.analyzer if isinstance(vectorizer.analyzer, str) else "a callable"
+        cfg = f"analyzer={how}, ngram_range={tuple(vectorizer.ngram_range)}, lowercase={bool(vectorizer.lowercase)}"
+        if how == "word" and vectorizer.tokenizer is not None:
+            cfg += ", tokenizer=a callable"
+        elif how == "word":
+            cfg += f", token_pattern={vectorizer.token_pattern!r}"
+        return cls(
+            vocab,
+            analyzer=fixed.build_analyzer(),
+            binary=bool(vectorizer.binary),
+            tokenizer=f"scikit-learn CountVectorizer ({cfg}, binary={bool(vectorizer.binary)}); "
+            "terms outside the vocabulary are not counted",
+        )
 
     @property
     def n_features(self) -> int:
@@ -240,12 +321,13 @@ class BowVectorizer:
         n = len(texts)
         lengths = np.zeros(n, dtype=np.int64)
         tokens: list[str] = []
+        custom = self.analyzer
         for i, t in enumerate(texts):  # one regex call per document; no per-token Python code
             if t is None:
                 continue
             if not isinstance(t, str):
                 raise DataError(f"document {i} of the batch is a {type(t).__name__}, not text")
-            toks = _tokens(t)
+            toks = _tokens(t) if custom is None else list(custom(t))
             lengths[i] = len(toks)
             tokens.extend(toks)
         get = self.vocabulary.index_of.get
@@ -258,6 +340,8 @@ class BowVectorizer:
         )
         mat.sum_duplicates()
         mat.sort_indices()
+        if self.binary:
+            mat.data[:] = 1
         return mat, len(tokens), int(cols.size)
 
     def transform_batches(self, batches: Iterable[Sequence[str | None]]) -> Iterator[sp.csr_matrix]:

@@ -172,11 +172,14 @@ def privatize_cmd(
 
     Documents are counted over a public vocabulary, compressed into k bins (and
     optionally groups of g documents), and every entry of the compressed matrix gets
-    two-sided geometric noise with alpha = exp(-eps/N). The release is dense: rows x k
-    noisy integers.
+    two-sided geometric noise with alpha = exp(-eps/N). The input is read in batches;
+    the release is dense (rows x k noisy integers) and held in memory until it is
+    saved, within --max-memory. Every input record gives one row, an empty one for a
+    record without text.
     """
     from ..bow import STRATEGIES, BowPrivatizer, BowVectorizer, TwoSidedGeometric, count_words, make_bin_map
-    from ..io import detect_format, iter_texts
+    from ..bow.records import iter_documents
+    from ..io import detect_format
 
     eps = check_epsilon(epsilon, "--epsilon")
     if precision <= 0:
@@ -197,8 +200,17 @@ def privatize_cmd(
         raise InvalidParameterError("--map-from-data", True, "a file input (the input is read twice)")
     if public_corpus and strategy != "frequency":
         raise InvalidParameterError("--public-corpus", public_corpus, "only with --strategy frequency")
-    columns = [column] if column else None
-    detect_format(input, format)
+    fmt = detect_format(input, format)
+    if fmt == "txt" and column is not None:
+        raise InvalidParameterError("--column", column, "no column for plain text input")
+    if fmt != "txt" and column is None:
+        raise InvalidParameterError("--column", None, f"the text column of the {fmt} input")
+    if public_corpus is not None:
+        pfmt = detect_format(public_corpus)
+        if (pfmt == "txt") != (public_column is None):
+            raise InvalidParameterError(
+                "--public-column", public_column, "a text column for a csv/tsv/jsonl/parquet corpus, none for txt"
+            )
     if input != "-" and not Path(input).is_file():
         raise DataError(f"input file {input} does not exist or is not a file")
     out = Path(output)
@@ -215,16 +227,17 @@ def privatize_cmd(
     frequencies = None
     freq_source = None
     if public_corpus:
-        pcols = [public_column] if public_column else None
         frequencies = count_words(
-            iter_texts(public_corpus, columns=pcols, batch_size=batch_size, show_progress=False if quiet else None),
+            iter_documents(
+                public_corpus, column=public_column, batch_size=batch_size, show_progress=False if quiet else None
+            ),
             vocab,
         )
         freq_source = f"public corpus {Path(public_corpus).name}"
     elif map_from_data:
         frequencies = count_words(
-            iter_texts(
-                input, columns=columns, format=format, batch_size=batch_size, show_progress=False if quiet else None
+            iter_documents(
+                input, column=column, format=format, batch_size=batch_size, show_progress=False if quiet else None
             ),
             vocab,
         )
@@ -246,8 +259,9 @@ def privatize_cmd(
     }
     priv = BowPrivatizer(BowVectorizer(vocab), mech, bin_map, group=group, max_memory=limit, params=params)
     rng = seeded(seed)
-    batches = iter_texts(
-        input, columns=columns, format=format, batch_size=batch_size, show_progress=False if quiet else None
+    # one document per record, a missing text included (an empty document): row j = record j
+    batches = iter_documents(
+        input, column=column, format=format, batch_size=batch_size, show_progress=False if quiet else None
     )
     release, noise_report = priv.release(batches, rng, seeded=seed is not None, batch_size_hint=batch_size)
     release.save(out, overwrite=overwrite)
