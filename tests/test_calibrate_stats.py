@@ -293,7 +293,6 @@ def test_bulk_float32_support_size_on_a_large_vocabulary(epsilon: float) -> None
     # E[S_w] = sum_y 1 - (1 - p_y)^s over 100k words, a small number when eps is large: summed
     # as V - sum(exp(.)) in float32 it loses ~1e-3 relative; the float32 default must stay at 1e-5.
     from conftest import make_tiny_embedding
-
     from deniable import TruncatedExponential
 
     emb = make_tiny_embedding(100_000, 4, seed=5)
