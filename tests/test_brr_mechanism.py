@@ -252,3 +252,22 @@ def test_cli_privatize_shows_the_shared_codes_warning(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "SharedCodesWarning" in proc.stderr and "shared by 2 of the 4 vocabulary words" in proc.stderr
     assert "{hockey, puck}" in proc.stderr
+
+
+@pytest.mark.parametrize("index", ["flat", "hnsw"])
+def test_cli_privatize_brr_takes_the_index_option(tmp_path: Path, index: str) -> None:
+    from deniable.binarize.device import save_device_artefact
+    from deniable.cli import run_app
+
+    rng = np.random.default_rng(0)
+    codes = rng.integers(0, 256, size=(64, 8), dtype=np.uint8)
+    words = [f"w{i}" for i in range(64)]
+    save_device_artefact(tmp_path / "dev", words, codes, {"binarizer": "precomputed"})
+    (tmp_path / "in.txt").write_text("w1 w2 w3\n", encoding="utf-8")
+    out = tmp_path / "out.txt"
+    args = ["privatize", str(tmp_path / "in.txt"), "-o", str(out), "-m", "brr", "-e", "50", "--index", index]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rc = run_app([*args, "--embedding", str(tmp_path / "dev"), "-q"])
+    assert rc == 0
+    assert out.read_text(encoding="utf-8") == "w1 w2 w3\n"  # eps = 50 per bit: no bit flips

@@ -148,7 +148,7 @@ def mechanism_options(
     applies = {
         "madlib": {"index"},
         "tem": {"metric", "gamma", "beta"},
-        "brr": {"bits", "binarizer"},
+        "brr": {"bits", "binarizer", "index"},
     }.get(mechanism, set())
     out: dict[str, Any] = {}
     for key, value in given.items():

@@ -86,7 +86,7 @@ def calibrate_cmd(
             "--index",
             help="madlib: exact (default), flat or hnsw. hnsw is ~3x faster but the statistics are then those "
             "of the HNSW-decoded mechanism: it rarely returns isolated words, so worst-case N_w comes out far "
-            "lower than with exact decode. Calibrate with the decode you deploy.",
+            "lower than with exact decode. Calibrate with the decode you deploy. brr: flat (default) or hnsw.",
         ),
     ] = None,
     metric: MetricOpt = None,

@@ -129,7 +129,9 @@ def evaluate_cmd(
     oov: Annotated[str, typer.Option("--oov", help="Out-of-vocabulary words: keep, drop or random.")] = "keep",
     embedding: EmbeddingOpt = None,
     vocab_size: VocabSizeOpt = None,
-    index: Annotated[str | None, typer.Option("--index", help="madlib: exact (default), flat or hnsw.")] = None,
+    index: Annotated[
+        str | None, typer.Option("--index", help="madlib: exact (default), flat or hnsw; brr: flat (default) or hnsw.")
+    ] = None,
     metric: MetricOpt = None,
     gamma: GammaOpt = None,
     beta: BetaOpt = None,

@@ -45,7 +45,9 @@ def explain_cmd(
     eta: Annotated[float, typer.Option("--eta", help="The eta-support holds >= 1 - eta of the mass.")] = 0.05,
     embedding: EmbeddingOpt = None,
     vocab_size: VocabSizeOpt = None,
-    index: Annotated[str | None, typer.Option("--index", help="madlib: exact, flat or hnsw.")] = None,
+    index: Annotated[
+        str | None, typer.Option("--index", help="madlib: exact, flat or hnsw; brr: flat or hnsw.")
+    ] = None,
     metric: MetricOpt = None,
     gamma: GammaOpt = None,
     beta: BetaOpt = None,

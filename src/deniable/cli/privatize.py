@@ -64,7 +64,7 @@ def privatize_cmd(
         typer.Option(
             "--index",
             help="madlib: nearest-neighbour search exact, flat (faiss exact) or hnsw (faiss approximate; "
-            "same privacy, slightly lower fidelity).",
+            "same privacy, slightly lower fidelity). brr: Hamming search flat (exact, default) or hnsw.",
         ),
     ] = None,
     metric: Annotated[
