@@ -2,7 +2,8 @@
 
 Prints tokens/s and peak memory for each decode backend (numpy exact, faiss exact,
 faiss HNSW), the HNSW decode's agreement with exact search on the same noisy
-vectors, and index sizes. Usage:
+vectors, and index sizes. Peak RSS is the process's peak so far: the backends run in
+this order (exact, flat, HNSW) in one process, so each row includes the earlier ones. Usage:
 
     python bench/bench_madlib.py [--tokens 20000] [--epsilon 10] [--threads N]
 """
@@ -65,7 +66,7 @@ def main() -> None:
                 "x MLDP (86/s)": len(ids) / dt / 86,
                 "index build/load s": build,
                 "index MB": size / 2**20,
-                "peak RSS MB": peak_rss_mb(),
+                "process peak RSS MB (cumulative)": peak_rss_mb(),
             }
         )
     agree = float(np.mean(decoded["hnsw"] == decoded["exact"]))
