@@ -120,7 +120,9 @@ def cmd_tem(args: argparse.Namespace) -> None:
                 "ns per (word, output) pair": dt / (n * emb.size) * 1e9,
                 "all 400k words, min": dt / n * emb.size / 60,
                 "median N_w": float(np.median(st.n_w)),
+                "max N_w": float(np.max(st.n_w)),
                 "median E[S_w]": float(np.median(st.s_w)),
+                "min E[S_w]": float(np.min(st.s_w)),
                 "median |L_w|": float(np.median(st.ball_size)) if st.ball_size is not None else float("nan"),
                 "peak RSS MB": peak_rss_mb(),
             }

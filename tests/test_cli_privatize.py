@@ -237,3 +237,20 @@ def test_embedding_mismatch_is_reported(tmp_path: Path) -> None:
     emb = Embedding(["a", "b"], np.eye(2, dtype=np.float32))
     with pytest.raises(EmbeddingError, match="do not match"):
         MultivariateLaplace(emb, epsilon=1.0, index=FlatIndex(np.zeros((3, 2), np.float32)))
+
+
+def test_summary_reports_the_mechanism_parameters(
+    emb_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TEM's gamma (and where it came from) is reported, as the issue asks; never any text."""
+    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
+    src = tmp_path / "in.txt"
+    src.write_text("hockey soccer the\n", encoding="utf-8")
+    base = ["privatize", str(src), "-o", str(tmp_path / "o.txt"), "--embedding", str(emb_dir), "-e", "2"]
+    rc, _, err = run([*base, "-m", "tem", "--beta", "0.01"], capsys)
+    assert rc == 0, err
+    assert "gamma=" in err and "gamma_from=beta" in err and "beta=0.01" in err
+    rc, _, err = run([*base, "-m", "tem", "--gamma", "0.5"], capsys)
+    assert rc == 0, err
+    assert "gamma=0.5" in err and "gamma_from=given" in err
+    assert "hockey" not in err and "soccer" not in err

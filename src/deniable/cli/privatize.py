@@ -13,6 +13,16 @@ from .._validation import check_epsilon
 from ._common import app, build_mechanism, check_mechanism_name, err, load_embedding_option, seeded, warn_seed
 
 
+def describe_parameters(described: dict[str, object]) -> str:
+    """``key=value`` pairs of a mechanism's ``describe()`` (e.g. TEM's gamma and where it came from)."""
+    parts = []
+    for key, value in described.items():
+        if key in ("mechanism", "epsilon"):
+            continue
+        parts.append(f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}")
+    return ", ".join(parts)
+
+
 @app.command("privatize")
 def privatize_cmd(
     input: Annotated[str, typer.Argument(help="Input file (txt, csv, tsv, jsonl, parquet; .gz ok) or - for stdin.")],
@@ -144,6 +154,7 @@ def privatize_cmd(
             f"({totals.changed:,} changed) with {mechanism} at epsilon={epsilon:g} in {dt:.1f}s",
             highlight=False,
         )
+        err.print(f"mechanism parameters: {describe_parameters(mech.describe())}", highlight=False)
         if totals.oov:
             action = {
                 "keep": "kept as they were (NOT protected)",
