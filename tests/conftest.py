@@ -81,3 +81,11 @@ def shared_data(name: str) -> Path:
     if not path.exists():
         pytest.skip(f"shared data set {name!r} not found at {path} (set DENIABLE_DATA)")
     return path
+
+
+@pytest.fixture(scope="module")
+def emb_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The toy embedding saved as a folder (for ``--embedding``)."""
+    path = tmp_path_factory.mktemp("emb") / "toy"
+    make_toy_embedding().save(path)
+    return path

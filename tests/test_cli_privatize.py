@@ -19,15 +19,6 @@ from deniable.cli import run_app
 SECRET = "Hockey"  # must never appear in an error message
 
 
-@pytest.fixture(scope="module")
-def emb_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from conftest import make_toy_embedding
-
-    path = tmp_path_factory.mktemp("emb") / "toy"
-    make_toy_embedding().save(path)
-    return path
-
-
 def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
     code = run_app(args)
     out = capsys.readouterr()

@@ -14,28 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from deniable.cli import run_app
-
-SECRET = "Hockey"  # must never appear in an error message
-
-
-@pytest.fixture(scope="module")
-def emb_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from conftest import make_toy_embedding
-
-    path = tmp_path_factory.mktemp("emb") / "toy"
-    make_toy_embedding().save(path)
-    return path
-
-
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = run_app(args)
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def base(emb_dir: Path, eps: str = "1e9") -> list[str]:
-    return ["--epsilon", eps, "--embedding", str(emb_dir), "--seed", "1", "-q"]
+from test_cli_privatize import SECRET, base, run  # the CLI helpers of the main CLI tests
 
 
 def assert_clean_failure(tmp_path: Path, dst: Path, out: str, err: str) -> None:
