@@ -22,18 +22,16 @@ supported. Error messages name lines and columns, never their contents.
 
 from __future__ import annotations
 
-import contextlib
 import csv
-import gzip
 import json
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from .._errors import DataError, InvalidParameterError
 from .._progress import progress
-from ..io import detect_format, iter_texts
+from ..io import _open_input, detect_format, iter_texts
 
 __all__ = ["iter_documents"]
 
@@ -66,7 +64,7 @@ def iter_documents(
     if fmt == "parquet":
         yield from _parquet(src, column, batch_size, show_progress)
         return
-    with _open(src) as (stream, position, total):
+    with _open_input(src) as (stream, position, total):
         with progress(total, "reading bytes", enabled=show_progress and total is not None) as advance:
             if fmt == "jsonl":
                 reader = _jsonl(stream, column)
@@ -85,31 +83,6 @@ def iter_documents(
             if batch:
                 yield batch
                 advance(position() - done)
-
-
-@contextlib.contextmanager
-def _open(src: str | Path) -> Iterator[tuple[IO[bytes], Callable[[], int], int | None]]:
-    """(binary stream, bytes read so far of the file, file size or None for stdin)."""
-    if str(src) == "-":
-        yield sys.stdin.buffer, lambda: 0, None
-        return
-    p = Path(src)
-    if not p.is_file():
-        raise DataError(f"input file {p} does not exist or is not a file")
-    try:
-        raw = open(p, "rb")
-    except OSError as exc:
-        raise DataError(f"cannot read input file {p}: {exc.strerror}") from None
-    with raw:
-        total = p.stat().st_size
-        if total == 0:
-            raise DataError(f"input file {p} is empty")
-        if p.name.lower().endswith(".gz"):
-            with gzip.GzipFile(fileobj=raw, mode="rb") as gz:
-                stream: Any = gz
-                yield stream, raw.tell, total
-        else:
-            yield raw, raw.tell, total
 
 
 def _lines(stream: IO[bytes]) -> Iterator[str]:
