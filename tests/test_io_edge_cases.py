@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -132,12 +133,48 @@ def test_jsonl_non_finite_numbers_are_rejected(
     assert_clean_failure(tmp_path, dst, out, err)
 
 
-def test_jsonl_output_separators_unchanged(emb_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+JSONL_LINES = (
+    '{"text":"the game","x":[1,2.5,1e300],"y":{"a":null}}\r\n'
+    '  { "id" : 1.0e5 , "name": "caf\\u00e9", "text" : "hockey game",  "n": 0.1000, "z": -0E+2 }\n'
+    '{"text": "the game", "note": "x", "text": "hockey"}\n'
+    '{"id": 12345678901234567890123, "text": null}\n'
+    "\n"
+    '{"text": ""}\n'
+)
+
+
+def test_jsonl_other_bytes_unchanged(emb_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Only the text values are rewritten: numbers, escapes, spacing, repeated keys stay as they were."""
     src, dst = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
-    src.write_text('{"text":"the game","x":[1,2.5,1e300],"y":{"a":null}}\n', encoding="utf-8")
+    src.write_text(JSONL_LINES, encoding="utf-8")
     rc, _, err = run(["privatize", str(src), "-o", str(dst), "-c", "text", *base(emb_dir)], capsys)
     assert rc == 0, err
-    assert dst.read_text(encoding="utf-8") == '{"text": "the game", "x": [1, 2.5, 1e+300], "y": {"a": null}}\n'
+    assert dst.read_bytes() == src.read_bytes()  # eps = 1e9: no word changes, so no byte changes
+
+
+def test_jsonl_rewrites_only_the_text_tokens(emb_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src, dst = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text(JSONL_LINES, encoding="utf-8")
+    rc, _, err = run(["privatize", str(src), "-o", str(dst), "-c", "text", *base(emb_dir, eps="0.001")], capsys)
+    assert rc == 0, err
+    out_lines = dst.read_text(encoding="utf-8").splitlines(keepends=True)
+    in_lines = src.read_text(encoding="utf-8").splitlines(keepends=True)
+    assert len(out_lines) == len(in_lines)
+    for a, b in zip(in_lines, out_lines, strict=True):
+        if not a.strip():
+            assert a == b
+            continue
+        before, after = json.loads(a), json.loads(b)
+        assert {k: v for k, v in before.items() if k != "text"} == {k: v for k, v in after.items() if k != "text"}
+        # put the original text tokens back: the rest of the line must be the input, byte for byte
+        restored = b
+        for old, new in zip(
+            re.findall(r'"text"\s*:\s*("(?:[^"\\]|\\.)*")', a),
+            re.findall(r'"text"\s*:\s*("(?:[^"\\]|\\.)*")', b),
+            strict=True,
+        ):
+            restored = restored.replace(new, old, 1)
+        assert restored == a
 
 
 @pytest.mark.parametrize("escape", [r"\ud800", r"\udfff x", r"\ude00\ud83d"])

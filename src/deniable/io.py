@@ -10,7 +10,9 @@ and renamed into place only on success: a failed run leaves no partial output.
   the input's line terminator is kept. CSV follows the usual quoting rules; TSV is
   plain (no quoting: quotes are ordinary characters, and a field can hold no tab or
   line break). Cells of any size are accepted.
-- ``jsonl``: one JSON object per line; other keys and their order are kept. NaN,
+- ``jsonl``: one JSON object per line; only the text values of the chosen keys are
+  rewritten, in place: everything else on the line (other keys, their order, number
+  formats, escapes, spacing, repeated keys) comes back byte for byte. NaN,
   Infinity and numbers too large for a float are rejected (they are not JSON).
 - ``parquet``: the schema, other columns, row count and order are kept; nulls stay null.
 
@@ -31,6 +33,7 @@ import io
 import json
 import math
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -357,6 +360,39 @@ def _has_lone_surrogate(obj: Any) -> bool:
     return False
 
 
+_JSON_WS = re.compile(r"[ \t\n\r]*")
+_JSON_SKIP = json.JSONDecoder()
+
+
+def _string_spans(body: str, columns: list[str]) -> list[tuple[int, int, str]]:
+    """``(start, end, value)`` of every top-level string value of ``columns`` in ``body``.
+
+    ``body`` is a JSON object already validated by :func:`json.loads`; ``start:end`` is the
+    quoted string token, so the rest of the line can be kept byte for byte. A repeated
+    key yields one span per occurrence (each is privatized).
+    """
+    wanted = set(columns)
+    spans: list[tuple[int, int, str]] = []
+    i = _JSON_WS.match(body, 0).end() + 1  # type: ignore[union-attr]  # past "{"
+    i = _JSON_WS.match(body, i).end()  # type: ignore[union-attr]
+    if body[i] == "}":
+        return spans
+    while True:
+        key, i = json.decoder.scanstring(body, i + 1)  # type: ignore[attr-defined]
+        i = _JSON_WS.match(body, i).end() + 1  # type: ignore[union-attr]  # past ":"
+        i = _JSON_WS.match(body, i).end()  # type: ignore[union-attr]
+        if key in wanted and body[i] == '"':
+            value, end = json.decoder.scanstring(body, i + 1)  # type: ignore[attr-defined]
+            spans.append((i, end, value))
+            i = end
+        else:
+            _, i = _JSON_SKIP.raw_decode(body, i)
+        i = _JSON_WS.match(body, i).end()  # type: ignore[union-attr]
+        if body[i] == "}":
+            return spans
+        i = _JSON_WS.match(body, i + 1).end()  # type: ignore[union-attr]  # past ","
+
+
 def _jsonl(
     src: IO[bytes],
     dst: IO[bytes] | None,
@@ -366,28 +402,22 @@ def _jsonl(
     tick: Callable[[], None],
 ) -> Iterator[list[str]]:
     lineno = 0
-    batch: list[tuple[dict[str, Any] | None, str, str]] = []
+    # (text spans of the record, or None for a blank line; the line body; its line ending)
+    batch: list[tuple[list[tuple[int, int, str]] | None, str, str]] = []
 
     def flush() -> list[str]:
-        cells: list[tuple[int, str]] = []
-        values: list[str] = []
-        for i, (obj, _, _) in enumerate(batch):
-            if obj is None:
-                continue
-            for c in columns:
-                v = obj.get(c)
-                if isinstance(v, str):
-                    cells.append((i, c))
-                    values.append(v)
+        values = [v for spans, _, _ in batch if spans for _, _, v in spans]
         if dst is not None:
-            new = fn(values) if values else []
-            for (i, c), v in zip(cells, new, strict=True):
-                obj = batch[i][0]
-                assert obj is not None
-                obj[c] = v
+            new = iter(fn(values) if values else [])
             parts = []
-            for obj, raw, ending in batch:
-                parts.append(raw if obj is None else json.dumps(obj, ensure_ascii=False) + ending)
+            for spans, body, ending in batch:
+                at = 0
+                for start, end, old in spans or ():
+                    value = next(new)
+                    parts.append(body[at:start])
+                    parts.append(body[start:end] if value == old else json.dumps(value, ensure_ascii=False))
+                    at = end
+                parts.append(body[at:] + ending)
             dst.write("".join(parts).encode("utf-8"))
         return values
 
@@ -397,7 +427,7 @@ def _jsonl(
         body = line.rstrip("\r\n")
         ending = line[len(body) :]
         if not body.strip():
-            batch.append((None, line, ending))
+            batch.append((None, body, ending))
         else:
             try:
                 obj = json.loads(body, parse_constant=_reject_constant, parse_float=_finite_float)
@@ -418,7 +448,7 @@ def _jsonl(
                     )
                 if obj[c] is not None and not isinstance(obj[c], str):
                     raise DataError(f"line {lineno}: column {c!r} holds a {type(obj[c]).__name__}, not text")
-            batch.append((obj, line, ending))
+            batch.append((_string_spans(body, columns), body, ending))
         if len(batch) >= batch_size:
             yield flush()
             tick()
