@@ -233,13 +233,8 @@ def _csv(
     tick: Callable[[], None],
 ) -> Iterator[list[str]]:
     src, terminator = _line_terminator(src)
-    if csv.field_size_limit() < _CSV_FIELD_LIMIT:
-        csv.field_size_limit(_CSV_FIELD_LIMIT)
-    text = _decoded_lines(src, dst)
     tsv = delimiter == "\t"
-    # TSV is plain: no quoting on read or write (a quote is an ordinary character).
-    dialect: dict[str, Any] = {"quoting": csv.QUOTE_NONE, "quotechar": None, "escapechar": None} if tsv else {}
-    reader = csv.reader(text, delimiter=delimiter, strict=False, **dialect)
+    reader, dialect = _csv_reader(_decoded_lines(src, dst), delimiter)
     out_text = None
     writer = None
     if dst is not None:
@@ -315,6 +310,20 @@ def _csv(
         if out_text is not None:
             out_text.flush()
             out_text.detach()
+
+
+def _csv_reader(lines: Iterator[str], delimiter: str) -> tuple[Any, dict[str, Any]]:
+    """A csv reader over decoded ``lines`` and its dialect (for a writer of the same format).
+
+    Cells of any size are accepted; TSV is plain: no quoting on read or write (a quote is
+    an ordinary character).
+    """
+    if csv.field_size_limit() < _CSV_FIELD_LIMIT:
+        csv.field_size_limit(_CSV_FIELD_LIMIT)
+    dialect: dict[str, Any] = (
+        {"quoting": csv.QUOTE_NONE, "quotechar": None, "escapechar": None} if delimiter == "\t" else {}
+    )
+    return csv.reader(lines, delimiter=delimiter, strict=False, **dialect), dialect
 
 
 def _decoded_lines(src: IO[bytes], dst: IO[bytes] | None = None) -> Iterator[str]:

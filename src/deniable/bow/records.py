@@ -24,21 +24,17 @@ from __future__ import annotations
 
 import csv
 import json
-import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from .._errors import DataError, InvalidParameterError
 from .._progress import progress
-from ..io import _open_input, detect_format, iter_texts
+from ..io import _csv_reader, _decoded_lines, _open_input, detect_format, iter_texts
 
 __all__ = ["iter_documents"]
 
 Batch = list[str | None]
-_BOM = "\ufeff"
-# Python's csv module refuses fields over 128 KiB by default; a document can be larger.
-_CSV_FIELD_LIMIT = min(sys.maxsize, 2**31 - 1)
 
 
 def iter_documents(
@@ -85,24 +81,8 @@ def iter_documents(
                 advance(position() - done)
 
 
-def _lines(stream: IO[bytes]) -> Iterator[str]:
-    """Decoded lines; a leading UTF-8 byte order mark (as Excel writes) is dropped."""
-    for lineno, raw in enumerate(stream, start=1):
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise DataError(f"line {lineno} is not valid UTF-8 (byte {exc.start})") from None
-        yield line[1:] if lineno == 1 and line.startswith(_BOM) else line
-
-
 def _csv(stream: IO[bytes], column: str, delimiter: str) -> Iterator[str | None]:
-    if csv.field_size_limit() < _CSV_FIELD_LIMIT:
-        csv.field_size_limit(_CSV_FIELD_LIMIT)
-    # TSV is plain, as in deniable.io: no quoting (a quote is an ordinary character)
-    plain: dict[str, Any] = (
-        {"quoting": csv.QUOTE_NONE, "quotechar": None, "escapechar": None} if delimiter == "\t" else {}
-    )
-    reader = csv.reader(_lines(stream), delimiter=delimiter, strict=False, **plain)
+    reader, _ = _csv_reader(_decoded_lines(stream), delimiter)  # as deniable.io reads it (TSV plain)
     try:
         header = next(reader)
     except StopIteration:
@@ -125,7 +105,7 @@ def _csv(stream: IO[bytes], column: str, delimiter: str) -> Iterator[str | None]
 def _jsonl(stream: IO[bytes], column: str) -> Iterator[str | None]:
     records = 0
     seen = False
-    for lineno, line in enumerate(_lines(stream), start=1):
+    for lineno, line in enumerate(_decoded_lines(stream), start=1):
         if not line.strip():
             continue
         try:
