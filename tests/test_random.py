@@ -37,3 +37,13 @@ def test_check_random_state_passes_generators_through() -> None:
     g = np.random.default_rng(1)
     assert check_random_state(g) is g
     assert isinstance(check_random_state(None).bit_generator, ChaCha)
+
+
+def test_not_private_warning_points_at_the_callers_line() -> None:
+    from deniable import NotPrivateWarning
+
+    with pytest.warns(NotPrivateWarning) as direct:
+        seeded_generator(3)
+    with pytest.warns(NotPrivateWarning) as checked:
+        check_random_state(3)
+    assert [w.filename for w in direct] == [__file__] and [w.filename for w in checked] == [__file__]

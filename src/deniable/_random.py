@@ -28,8 +28,12 @@ def secure_generator() -> np.random.Generator:
     return np.random.Generator(ChaCha(key=key, counter=0, rounds=20))
 
 
-def seeded_generator(seed: int, *, warn: bool = True) -> np.random.Generator:
-    """A reproducible generator for experiments. Its output is NOT private."""
+def seeded_generator(seed: int, *, warn: bool = True, stacklevel: int = 1) -> np.random.Generator:
+    """A reproducible generator for experiments. Its output is NOT private.
+
+    The :class:`NotPrivateWarning` points at the caller's line (``stacklevel`` frames up:
+    1 = the caller, 2 = its caller, as for :func:`warnings.warn` one frame removed).
+    """
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
         raise InvalidParameterError("seed", seed, "a non-negative integer")
     if warn:
@@ -37,23 +41,24 @@ def seeded_generator(seed: int, *, warn: bool = True) -> np.random.Generator:
             f"seed={int(seed)} makes the output reproducible: anyone who knows the seed can "
             "recompute the noise, so seeded output is NOT private. Use it for experiments only.",
             NotPrivateWarning,
-            stacklevel=3,
+            stacklevel=stacklevel + 1,
         )
     return np.random.Generator(ChaCha(seed=int(seed), rounds=20))
 
 
-def check_random_state(random_state: RandomState = None) -> np.random.Generator:
+def check_random_state(random_state: RandomState = None, *, stacklevel: int = 1) -> np.random.Generator:
     """Turn ``None`` / an int seed / a Generator into a Generator (like scikit-learn).
 
     ``None`` gives the secure default; an int gives a seeded generator (with a
-    :class:`NotPrivateWarning`); a Generator is used as it is.
+    :class:`NotPrivateWarning` pointing ``stacklevel`` frames above this call: by default
+    at the line that called it); a Generator is used as it is.
     """
     if random_state is None:
         return secure_generator()
     if isinstance(random_state, np.random.Generator):
         return random_state
     if isinstance(random_state, int | np.integer) and not isinstance(random_state, bool):
-        return seeded_generator(int(random_state))
+        return seeded_generator(int(random_state), stacklevel=stacklevel + 1)
     raise InvalidParameterError(
         "random_state", random_state, "None (secure, from the OS), an int seed, or a numpy Generator"
     )

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
-from ._errors import InvalidParameterError, NotPrivateWarning
+from ._errors import InvalidParameterError
 from ._random import RandomState, check_random_state
 from ._validation import check_choice
 from .mechanisms.base import Mechanism
@@ -74,14 +73,9 @@ class Privatizer:
             raise InvalidParameterError("mechanism", type(self.mechanism).__name__, "a deniable mechanism object")
         check_choice("oov", self.oov, OOV_POLICIES)
         if self.random_state is not None:
-            # Re-issue the "seeded output is NOT private" warning so that it points at the
-            # line that built this Privatizer (frames: __post_init__, dataclass __init__, caller).
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always", NotPrivateWarning)
-                rng = check_random_state(self.random_state)
-            for w in caught:
-                warnings.warn(w.message, w.category, stacklevel=3)
-            object.__setattr__(self, "_rng", rng)
+            # the "NOT private" warning points at the line that built this Privatizer
+            # (frames above __post_init__: the dataclass __init__, then its caller)
+            object.__setattr__(self, "_rng", check_random_state(self.random_state, stacklevel=3))
 
     def _generator(self, rng: np.random.Generator | None) -> np.random.Generator:
         if rng is not None:
