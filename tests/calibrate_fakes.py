@@ -70,9 +70,10 @@ class RefTEM(Mechanism):
     def matrix(self) -> np.ndarray:
         return self._p  # type: ignore[no-any-return]
 
-    def privatize(self, ids: npt.ArrayLike, rng: np.random.Generator) -> npt.NDArray[np.int64]:
-        arr = self.embedding.check_ids(ids)
-        return _sample_rows(self._p, arr.ravel(), rng).reshape(arr.shape)
+    has_distribution: ClassVar[bool] = True
+
+    def _privatize(self, ids: npt.NDArray[np.int64], rng: np.random.Generator) -> npt.NDArray[np.int64]:
+        return _sample_rows(self._p, ids, rng)
 
     def distance(self, w: int, w2: int) -> float:
         return float(self._d[w, w2])  # type: ignore[attr-defined]
@@ -104,10 +105,9 @@ class FiniteMechanism(Mechanism):
     matrix: Any = field(default=None, repr=False)
     calls: list[int] = field(default_factory=list, repr=False)
 
-    def privatize(self, ids: npt.ArrayLike, rng: np.random.Generator) -> npt.NDArray[np.int64]:
-        arr = self.embedding.check_ids(ids)
-        self.calls.append(int(arr.size))
-        return _sample_rows(np.asarray(self.matrix), arr.ravel(), rng).reshape(arr.shape)
+    def _privatize(self, ids: npt.NDArray[np.int64], rng: np.random.Generator) -> npt.NDArray[np.int64]:
+        self.calls.append(int(ids.size))
+        return _sample_rows(np.asarray(self.matrix), ids, rng)
 
     def distance(self, w: int, w2: int) -> float:
         vec = self.embedding.vectors

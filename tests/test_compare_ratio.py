@@ -74,7 +74,7 @@ class _Odd(Mechanism):
         self.embedding = emb
         self.epsilon = 1.0
 
-    def privatize(self, ids, rng):  # type: ignore[no-untyped-def]
+    def _privatize(self, ids, rng):  # type: ignore[no-untyped-def]
         return np.asarray(ids)
 
     def distance(self, w: int, w2: int) -> float:

@@ -45,7 +45,7 @@ class RandomWords(Mechanism):
     embedding: Embedding
     epsilon: float
 
-    def privatize(self, ids: npt.ArrayLike, rng: np.random.Generator) -> npt.NDArray[np.int64]:
+    def _privatize(self, ids: npt.ArrayLike, rng: np.random.Generator) -> npt.NDArray[np.int64]:
         a = np.asarray(ids, dtype=np.int64)
         return rng.integers(0, self.embedding.size, size=a.shape)
 

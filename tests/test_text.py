@@ -70,7 +70,7 @@ class Shift(Mechanism):
         self.embedding = embedding
         self.epsilon = 1.0
 
-    def privatize(self, ids, rng):  # type: ignore[no-untyped-def]
+    def _privatize(self, ids, rng):  # type: ignore[no-untyped-def]
         return (np.asarray(ids) + 1) % self.embedding.size
 
     def distance(self, w: int, w2: int) -> float:

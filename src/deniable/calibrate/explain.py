@@ -167,7 +167,7 @@ def explain(
             n_out, p_out = int(cd.n_outside), float(cd.p_outside)
             ball = int(ids.size)
         else:
-            raw_ids, raw_p = mechanism.distribution(wid)  # type: ignore[attr-defined]
+            raw_ids, raw_p = mechanism.distribution(wid)
             ids = np.asarray(raw_ids, dtype=np.int64)
             probs = np.asarray(raw_p, dtype=np.float64)
             n_out, p_out = 0, 0.0

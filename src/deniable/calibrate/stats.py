@@ -343,7 +343,7 @@ def compact_statistics(
 
 def is_exact(mechanism: object) -> bool:
     """Whether the mechanism exposes its exact output distribution (TEM does)."""
-    return hasattr(mechanism, "compact_distribution") or hasattr(mechanism, "distribution")
+    return bool(getattr(mechanism, "has_distribution", False))
 
 
 # --------------------------------------------------------------------------------------
@@ -417,7 +417,7 @@ def distribution_statistics(
                 out_ids, probs = np.asarray(cd.ids), np.asarray(cd.probs, dtype=np.float64)
                 n_out, p_out = int(cd.n_outside), float(cd.p_outside)
             else:
-                out_ids, probs = mechanism.distribution(w)  # type: ignore[attr-defined]
+                out_ids, probs = mechanism.distribution(w)
                 out_ids, probs = np.asarray(out_ids), np.asarray(probs, dtype=np.float64)
                 n_out, p_out = 0, 0.0
             hit = out_ids == w

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from .._random import RandomState, check_random_state
+
 if TYPE_CHECKING:
     from ..embedding import Embedding
 
@@ -33,12 +35,39 @@ class Mechanism(abc.ABC):
     #: The metric the guarantee is stated in ("euclidean", "hamming", ...).
     metric: str
 
+    #: Capability: the mechanism can state its exact output distribution for a word
+    #: (:meth:`distribution`). Sampling tests, calibration and ``explain`` dispatch on it.
+    has_distribution: ClassVar[bool] = False
+
     embedding: Embedding
     epsilon: float
 
+    def privatize(self, ids: npt.ArrayLike, rng: RandomState = None) -> npt.NDArray[np.int64]:
+        """Replace each word id independently with a random output id.
+
+        ``ids`` are validated once here (int64 ids of the embedding, any shape); ``rng``
+        follows the ``random_state`` rule: ``None`` = fresh OS randomness, an int = a
+        reproducible stream (warns: NOT private), a ``Generator`` = used as is.
+        """
+        arr = self.embedding.check_ids(ids)
+        gen = check_random_state(rng, stacklevel=2)
+        flat = arr.ravel()
+        if flat.size == 0:
+            return np.empty(arr.shape, dtype=np.int64)
+        return self._privatize(flat, gen).reshape(arr.shape)
+
     @abc.abstractmethod
-    def privatize(self, ids: npt.ArrayLike, rng: np.random.Generator) -> npt.NDArray[np.int64]:
-        """Replace each word id independently with a random output id."""
+    def _privatize(self, ids: npt.NDArray[np.int64], rng: np.random.Generator) -> npt.NDArray[np.int64]:
+        """The hot path: ``ids`` is a validated, non-empty 1-d int64 array."""
+
+    def distribution(self, w: int | str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """The exact output distribution of word ``w``: ``(ids, probabilities)``.
+
+        Only mechanisms with ``has_distribution = True`` implement it.
+        """
+        from .._errors import InvalidParameterError
+
+        raise InvalidParameterError("mechanism", self.name, "a mechanism with an exact output distribution")
 
     @abc.abstractmethod
     def distance(self, w: int, w2: int) -> float:

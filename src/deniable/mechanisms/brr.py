@@ -403,14 +403,14 @@ class BinaryRandomizedResponse(Mechanism):
         masks = sample_flip_masks(flat.size, int(self.bits or 0), self.flip_probability, rng)
         return np.bitwise_xor(self.codes[flat], masks)
 
-    def privatize(self, ids: npt.ArrayLike, rng: np.random.Generator) -> npt.NDArray[np.int64]:
-        arr = self.embedding.check_ids(ids)
-        flat = arr.ravel()
-        out = np.empty(flat.size, dtype=np.int64)
-        for s in range(0, flat.size, self.batch_size):
-            noisy = self.noisy_codes(flat[s : s + self.batch_size], rng)
-            out[s : s + len(noisy)] = self.decoder.decode(noisy, rng)
-        return out.reshape(arr.shape)
+    def _privatize(self, ids: npt.NDArray[np.int64], rng: np.random.Generator) -> npt.NDArray[np.int64]:
+        out = np.empty(ids.size, dtype=np.int64)
+        bits, p = int(self.bits or 0), self.flip_probability
+        for s in range(0, ids.size, self.batch_size):
+            block = ids[s : s + self.batch_size]
+            noisy = np.bitwise_xor(self.codes[block], sample_flip_masks(block.size, bits, p, rng))
+            out[s : s + block.size] = self.decoder.decode(noisy, rng)
+        return out
 
     def distance(self, w: int, w2: int) -> float:
         return float(hamming(self.codes[w], self.codes[w2]))

@@ -81,15 +81,16 @@ class MultivariateLaplace(Mechanism):
         noise += self.embedding.vectors[flat]
         return noise.astype(np.float32)
 
-    def privatize(self, ids: npt.ArrayLike, rng: np.random.Generator) -> npt.NDArray[np.int64]:
-        arr = self.embedding.check_ids(ids)
-        flat = arr.ravel()
-        out = np.empty(flat.size, dtype=np.int64)
-        for s in range(0, flat.size, self.batch_size):
-            noisy = self.noisy_vectors(flat[s : s + self.batch_size], rng)
-            _, nn = self.search_index.search(noisy, 1)
-            out[s : s + len(noisy)] = nn[:, 0]
-        return out.reshape(arr.shape)
+    def _privatize(self, ids: npt.NDArray[np.int64], rng: np.random.Generator) -> npt.NDArray[np.int64]:
+        out = np.empty(ids.size, dtype=np.int64)
+        dim, vectors = self.embedding.dim, self.embedding.vectors
+        for s in range(0, ids.size, self.batch_size):
+            block = ids[s : s + self.batch_size]
+            noisy = sample_laplace_noise(block.size, dim, self.epsilon, rng)
+            noisy += vectors[block]
+            _, nn = self.search_index.search(noisy.astype(np.float32), 1)
+            out[s : s + block.size] = nn[:, 0]
+        return out
 
     def distance(self, w: int, w2: int) -> float:
         vec = self.embedding.vectors

@@ -174,6 +174,8 @@ class TruncatedExponential(Mechanism):
 
     name: ClassVar[str] = "tem"
 
+    has_distribution: ClassVar[bool] = True
+
     embedding: Embedding
     epsilon: float
     metric: str = "euclidean"
@@ -352,12 +354,8 @@ class TruncatedExponential(Mechanism):
         }
 
     # -- sampling ------------------------------------------------------------------------
-    def privatize(self, ids: npt.ArrayLike, rng: np.random.Generator) -> npt.NDArray[np.int64]:
-        arr = self.embedding.check_ids(ids)
-        flat = arr.ravel()
+    def _privatize(self, flat: npt.NDArray[np.int64], rng: np.random.Generator) -> npt.NDArray[np.int64]:
         out = np.empty(flat.size, dtype=np.int64)
-        if flat.size == 0:
-            return out.reshape(arr.shape)
         uniq, inv = np.unique(flat, return_inverse=True)
         inv = inv.ravel()
         tables = self._store.get_many(uniq)
@@ -384,7 +382,7 @@ class TruncatedExponential(Mechanism):
                 self._row_stage(flat, rest, out, rng)
         self._store.maybe_flush()
         self._knn.maybe_flush()
-        return out.reshape(arr.shape)
+        return out
 
     @property
     def _gamma(self) -> float:
