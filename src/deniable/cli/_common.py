@@ -291,12 +291,10 @@ def check_mechanism_name(mechanism: str) -> str:
 
 def flag_names(argv: list[str]) -> dict[str, str]:
     """Library parameter name -> the flag (or argument) of the command in ``argv`` that sets it."""
-    import click
-
     out: dict[str, str] = {}
     try:
-        root = typer.main.get_command(app)
-        cmd = root.commands.get(argv[0]) if argv and isinstance(root, click.Group) else None
+        commands = getattr(typer.main.get_command(app), "commands", {})
+        cmd = commands.get(argv[0]) if argv else None
     except Exception:  # noqa: BLE001 - only used to word an error message
         return out
     if cmd is None:
@@ -305,11 +303,11 @@ def flag_names(argv: list[str]) -> dict[str, str]:
         for opt in flag.per_mechanism.values():
             out.setdefault(opt.name, flag.flag)
     for param in cmd.params:
-        if isinstance(param, click.Argument):
-            out[str(param.name)] = param.human_readable_name
+        if param.param_type_name == "argument":
+            out[str(param.name)] = str(param.name).upper()
             continue
         longs = [o for o in param.opts if o.startswith("--")]
-        if longs and param.name:
+        if longs and param.name and not param.name.startswith(_PREFIX):
             out[param.name] = longs[0]
     return out
 
