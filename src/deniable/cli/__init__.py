@@ -9,6 +9,7 @@ import sys
 
 from . import bow as _bow  # noqa: E402,F401
 from . import calibrate as _calibrate  # noqa: E402,F401
+from . import compare as _compare  # noqa: E402,F401
 from . import device as _device  # noqa: E402,F401
 from . import evaluate as _evaluate  # noqa: E402,F401
 from . import explain as _explain  # noqa: E402,F401

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
 import sys
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
@@ -12,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from .._errors import DeniableError, InvalidParameterError, NotPrivateWarning
+from ..mechanisms.registry import Option
 
 if TYPE_CHECKING:
     from ..embedding import Embedding
@@ -41,11 +45,6 @@ EmbeddingOpt = Annotated[
 VocabSizeOpt = Annotated[
     int | None, typer.Option("--vocab-size", help="Keep only the N most frequent words of the embedding.")
 ]
-MetricOpt = Annotated[str | None, typer.Option("--metric", help="tem: euclidean, manhattan, chebyshev or angular.")]
-GammaOpt = Annotated[float | None, typer.Option("--gamma", help="tem: truncation threshold.")]
-BetaOpt = Annotated[float | None, typer.Option("--beta", help="tem: sets gamma (Theorem 3; default 1e-3).")]
-BitsOpt = Annotated[int | None, typer.Option("--bits", help="brr: code length (64, 128, 256 or 512).")]
-BinarizerOpt = Annotated[str | None, typer.Option("--binarizer", help="brr: autoencoder, simhash or itq.")]
 
 
 @app.callback()
@@ -68,6 +67,11 @@ def run_app(argv: list[str] | None = None) -> int:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
     except DeniableError as exc:
+        if isinstance(exc, InvalidParameterError) and not exc.name.startswith("-"):
+            # the library names its parameters; the user knows the flags
+            flag = flag_names(list(sys.argv[1:] if argv is None else argv)).get(exc.name)
+            if flag is not None:
+                exc = InvalidParameterError(flag, exc.value, exc.allowed)
         err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         return EXIT_USAGE if isinstance(exc, InvalidParameterError) else EXIT_DATA
     except KeyboardInterrupt:
@@ -123,57 +127,189 @@ def parse_floats(name: str, text: str) -> list[float]:
     return [check_epsilon(v, name) for v in values]
 
 
-def mechanism_options(
-    mechanism: str,
-    *,
-    index: str | None = None,
-    metric: str | None = None,
-    gamma: float | None = None,
-    beta: float | None = None,
-    bits: int | None = None,
-    binarizer: str | None = None,
-) -> dict[str, Any]:
-    """Map the CLI's mechanism options to constructor keyword arguments.
+# -- mechanism options, generated from the registry's declarations ----------------------------
+#: Prefix of the generated keyword parameters (never a flag name: flags come from the declarations).
+_PREFIX = "mechopt_"
 
-    Options that do not apply to ``mechanism`` are rejected rather than ignored.
+
+@dataclass(frozen=True)
+class _Flag:
+    """One generated flag: the declared options (per mechanism) it sets."""
+
+    flag: str
+    type: type
+    per_mechanism: dict[str, Option]
+
+    @property
+    def param(self) -> str:
+        return _PREFIX + self.flag.lstrip("-").replace("-", "_")
+
+    def help(self) -> str:
+        parts = []
+        for mech, opt in self.per_mechanism.items():
+            text = opt.help
+            if opt.choices is not None:
+                text += " [" + "|".join(str(c) for c in opt.choices) + "]"
+            if opt.default is not None:
+                text += f" (default {opt.default})"
+            parts.append(f"{mech}: {text}.")
+        return " ".join(parts)
+
+
+def generated_flags() -> dict[str, _Flag]:
+    """``--flag -> _Flag`` for every command-line option of every registered mechanism."""
+    from ..mechanisms import mechanism_names, options_of
+
+    flags: dict[str, _Flag] = {}
+    for mech in mechanism_names():
+        for opt in options_of(mech):
+            if not opt.cli or opt.type is dict:
+                continue
+            found = flags.get(opt.cli_flag)
+            if found is None:
+                flags[opt.cli_flag] = found = _Flag(opt.cli_flag, opt.type, {})
+            elif found.type is not opt.type:
+                raise TypeError(f"{opt.cli_flag}: declared as {found.type.__name__} and {opt.type.__name__}")
+            found.per_mechanism[mech] = opt
+    return flags
+
+
+@dataclass(frozen=True)
+class MechanismFlags:
+    """The mechanism flags given on a command line (``--flag -> value``, unset ones left out)."""
+
+    given: dict[str, Any]
+
+    def for_mechanism(self, mechanism: str) -> dict[str, Any]:
+        """Constructor options of ``mechanism``; a flag it does not take is rejected (exit 2)."""
+        return self.for_mechanisms([mechanism], each=True)[mechanism]
+
+    def for_mechanisms(self, mechanisms: list[str], *, each: bool = False) -> dict[str, dict[str, Any]]:
+        """Options per mechanism: each flag goes to every chosen mechanism that declares it.
+
+        A flag that no chosen mechanism takes is rejected (with ``each=True``: a flag that
+        any chosen mechanism does not take).
+        """
+        from ..mechanisms import options_of, validate_options
+
+        names = [check_mechanism_name(m) for m in mechanisms]
+        per: dict[str, dict[str, Any]] = {m: {} for m in names}
+        for flag, value in self.given.items():
+            takers = [m for m in names if any(o.cli_flag == flag for o in options_of(m))]
+            if not takers or (each and len(takers) < len(names)):
+                missing = next(m for m in names if m not in takers)
+                raise InvalidParameterError(flag, value, f"not an option of --mechanism {missing}")
+            for m in takers:
+                opt = next(o for o in options_of(m) if o.cli_flag == flag)
+                per[m][opt.name] = value
+        for m in names:
+            try:
+                per[m] = validate_options(m, per[m])
+            except InvalidParameterError as exc:
+                flag = next((o.cli_flag for o in options_of(m) if o.name == exc.name), exc.name)
+                raise InvalidParameterError(flag, exc.value, exc.allowed) from None
+        return per
+
+
+class MechanismCommand:
+    """A command whose mechanism flags are generated from the registry each time typer reads it.
+
+    The wrapped function takes ``mechanism_flags: MechanismFlags`` instead of one parameter per
+    option; the signature typer sees (``__signature__``, recomputed on every read) has one
+    ``typer.Option`` per declared command-line option of every registered mechanism, so a
+    mechanism registered later shows up in ``--help`` with no other edit.
     """
-    given = {
-        "index": index,
-        "metric": metric,
-        "gamma": gamma,
-        "beta": beta,
-        "bits": bits,
-        "binarizer": binarizer,
-    }
-    applies = {
-        "madlib": {"index"},
-        "tem": {"metric", "gamma", "beta"},
-        "brr": {"bits", "binarizer", "index"},
-    }.get(mechanism, set())
-    out: dict[str, Any] = {}
-    for key, value in given.items():
-        if value is None:
-            continue
-        if key not in applies:
-            raise InvalidParameterError(f"--{key}", value, f"not an option of --mechanism {mechanism}")
-        out[key] = value
-    return out
+
+    def __init__(self, func: Callable[..., Any]) -> None:
+        self.func = func
+        self.__name__ = func.__name__
+        self.__qualname__ = func.__qualname__
+        self.__doc__ = func.__doc__
+        self.__module__ = func.__module__
+
+    @property
+    def __annotations__(self) -> dict[str, Any]:  # type: ignore[override]
+        return {}  # typer reads the types from __signature__ (Annotated), not from here
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        base = inspect.signature(self.func, eval_str=True)
+        params = [p for p in base.parameters.values() if p.name != "mechanism_flags"]
+        own: set[str] = set()
+        for p in params:
+            for meta in getattr(p.annotation, "__metadata__", ()):
+                decls = [meta.default] if isinstance(meta.default, str) else []
+                own.update(d for d in (*decls, *(meta.param_decls or ())) if d.startswith("--"))
+        for flag in generated_flags().values():
+            if flag.flag in own:
+                raise TypeError(f"mechanism option {flag.flag} collides with an option of {self.__name__}")
+            kind: Any = flag.type | None
+            annotation = Annotated[kind, typer.Option(flag.flag, help=flag.help(), show_default=False)]
+            params.append(
+                inspect.Parameter(flag.param, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation)
+            )
+        return base.replace(parameters=params, return_annotation=inspect.Signature.empty)
+
+    def __call__(self, **kwargs: Any) -> Any:
+        given = {}
+        for flag in generated_flags().values():
+            value = kwargs.pop(flag.param, None)
+            if value is not None:
+                given[flag.flag] = value
+        return self.func(**kwargs, mechanism_flags=MechanismFlags(given))
 
 
-def build_mechanism(mechanism: str, embedding: Any, epsilon: float, **options: Any) -> Mechanism:
+def mechanism_command(name: str) -> Callable[[Callable[..., Any]], MechanismCommand]:
+    """``@app.command(name)`` for a command that takes the generated mechanism flags."""
+
+    def decorate(func: Callable[..., Any]) -> MechanismCommand:
+        cmd = MechanismCommand(func)
+        app.command(name)(cmd)
+        return cmd
+
+    return decorate
+
+
+def build_mechanism(mechanism: str, embedding: Any, epsilon: float, flags: MechanismFlags) -> Mechanism:
+    """The mechanism ``--mechanism`` names, with the flags given for it."""
     from ..mechanisms import make_mechanism
 
-    check_mechanism_name(mechanism)
-    return make_mechanism(mechanism, embedding, epsilon, **mechanism_options(mechanism, **options))
+    options = flags.for_mechanism(mechanism)
+    return make_mechanism(mechanism, embedding, epsilon, **options)
 
 
 def check_mechanism_name(mechanism: str) -> str:
     """Fail fast (before loading an embedding) on an unknown ``--mechanism``."""
-    from ..mechanisms import MECHANISMS
+    from ..mechanisms import mechanism_class
 
-    if mechanism not in MECHANISMS:
-        raise InvalidParameterError("--mechanism", mechanism, "one of " + ", ".join(sorted(MECHANISMS)))
+    try:
+        mechanism_class(mechanism)
+    except InvalidParameterError as exc:
+        raise InvalidParameterError("--mechanism", exc.value, exc.allowed) from None
     return mechanism
+
+
+def flag_names(argv: list[str]) -> dict[str, str]:
+    """Library parameter name -> the flag (or argument) of the command in ``argv`` that sets it."""
+    out: dict[str, str] = {}
+    try:
+        commands = getattr(typer.main.get_command(app), "commands", {})
+        cmd = commands.get(argv[0]) if argv else None
+    except Exception:  # noqa: BLE001 - only used to word an error message
+        return out
+    if cmd is None:
+        return out
+    for flag in generated_flags().values():
+        for opt in flag.per_mechanism.values():
+            out.setdefault(opt.name, flag.flag)
+    for param in cmd.params:
+        if param.param_type_name == "argument":
+            out[str(param.name)] = str(param.name).upper()
+            continue
+        longs = [o for o in param.opts if o.startswith("--")]
+        if longs and param.name and not param.name.startswith(_PREFIX):
+            out[param.name] = longs[0]
+    return out
 
 
 def stderr_is_tty() -> bool:

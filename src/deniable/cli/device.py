@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from ._common import app, err, load_embedding_option
 
-__all__ = ["compare_cmd", "export_device_cmd", "float_sizes"]
+__all__ = ["export_device_cmd", "float_sizes"]
 
 
 def float_sizes(embedding: object) -> dict[str, int | None]:
@@ -101,48 +101,3 @@ def _human(n: int) -> str:
     if n >= 2**20:
         return f"{n / 2**20:.1f} MB"
     return f"{n / 2**10:.1f} kB"
-
-
-@app.command("compare")
-def compare_cmd(
-    mechanism_a: Annotated[str, typer.Option("--mechanism-a", "-a", help="madlib, tem or brr.")],
-    mechanism_b: Annotated[str, typer.Option("--mechanism-b", "-b", help="madlib, tem or brr.")],
-    epsilon: Annotated[
-        str, typer.Option("--epsilon", "-e", help="Epsilon(s) of mechanism A to convert, e.g. 5,10.")
-    ] = "10",
-    pairs: Annotated[int, typer.Option("--pairs", help="Random word pairs for P_d.")] = 100000,
-    embedding: Annotated[
-        str | None, typer.Option("--embedding", help="Float embedding (default: built-in GloVe 6B 50-d).")
-    ] = None,
-    vocab_size: Annotated[int | None, typer.Option("--vocab-size", help="Keep the N most frequent words.")] = None,
-    metric: Annotated[str | None, typer.Option("--metric", help="tem: its metric.")] = None,
-    bits: Annotated[int | None, typer.Option("--bits", help="brr: code length.")] = None,
-    binarizer: Annotated[str | None, typer.Option("--binarizer", help="brr: autoencoder, simhash or itq.")] = None,
-    seed: Annotated[
-        int | None, typer.Option("--seed", help="Seed of the pair sample (fine: nothing is released).")
-    ] = None,
-) -> None:
-    """Privacy ratio (seed 001): the epsilon of B that gives it A's privacy-loss bound eps * P_d."""
-    from .._errors import InvalidParameterError
-    from ..calibrate.compare import privacy_ratio
-    from ._common import build_mechanism, check_mechanism_name, parse_floats
-
-    check_mechanism_name(mechanism_a)
-    check_mechanism_name(mechanism_b)
-    eps_list = parse_floats("--epsilon", epsilon)
-    if pairs < 2:
-        raise InvalidParameterError("--pairs", pairs, "an integer >= 2")
-    emb = load_embedding_option(embedding, vocab_size)
-    applies: dict[str, dict[str, Any]] = {
-        "madlib": {},
-        "tem": {"metric": metric},
-        "brr": {"bits": bits, "binarizer": binarizer},
-    }
-    mechs = [build_mechanism(m, emb, 1.0, **applies.get(m, {})) for m in (mechanism_a, mechanism_b)]
-    r = privacy_ratio(mechs[0], mechs[1], pairs=pairs, rng=seed)
-    say = typer.echo
-    say(f"P_d A ({mechanism_a}, {r.a.metric}) = {r.a.mean:.6g} +- {r.a.std_error:.2g}")
-    say(f"P_d B ({mechanism_b}, {r.b.metric}) = {r.b.mean:.6g} +- {r.b.std_error:.2g}")
-    say(f"R = P_dA / P_dB = {r.ratio:.6g} +- {r.std_error:.2g} ({r.a.pairs:,} pairs)")
-    for eps in eps_list:
-        say(f"{mechanism_a} epsilon {eps:g} <-> {mechanism_b} epsilon {r.epsilon_b(eps):.6g}")

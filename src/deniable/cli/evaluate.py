@@ -6,24 +6,19 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from .._errors import InvalidParameterError
 from ._common import (
-    BetaOpt,
-    BinarizerOpt,
-    BitsOpt,
     EmbeddingOpt,
-    GammaOpt,
-    MetricOpt,
+    MechanismFlags,
     VocabSizeOpt,
-    app,
     check_mechanism_name,
     err,
     load_embedding_option,
-    mechanism_options,
+    mechanism_command,
     parse_floats,
     warn_seed,
 )
@@ -43,25 +38,7 @@ def _names(option: str, text: str) -> list[str]:
     return names
 
 
-def _split_options(mechanisms: list[str], given: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Give each mechanism the options that apply to it; reject an option no chosen mechanism takes."""
-    per: dict[str, dict[str, Any]] = {m: {} for m in mechanisms}
-    for key, value in given.items():
-        if value is None:
-            continue
-        used = False
-        for m in mechanisms:
-            try:
-                per[m].update(mechanism_options(m, **{key: value}))
-                used = True
-            except InvalidParameterError:
-                pass
-        if not used:
-            raise InvalidParameterError(f"--{key}", value, "an option of one of the chosen mechanisms")
-    return per
-
-
-@app.command("evaluate")
+@mechanism_command("evaluate")
 def evaluate_cmd(
     data: Annotated[str, typer.Option("--data", "-d", help="Data folder, file or Hugging Face name (see --task).")],
     out: Annotated[str, typer.Option("--out", "-o", help="Folder for results.csv, results.md, runs.csv, plots.")],
@@ -129,16 +106,10 @@ def evaluate_cmd(
     oov: Annotated[str, typer.Option("--oov", help="Out-of-vocabulary words: keep, drop or random.")] = "keep",
     embedding: EmbeddingOpt = None,
     vocab_size: VocabSizeOpt = None,
-    index: Annotated[
-        str | None, typer.Option("--index", help="madlib: exact (default), flat or hnsw; brr: flat (default) or hnsw.")
-    ] = None,
-    metric: MetricOpt = None,
-    gamma: GammaOpt = None,
-    beta: BetaOpt = None,
-    bits: BitsOpt = None,
-    binarizer: BinarizerOpt = None,
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write PNG plots (needs matplotlib).")] = True,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    *,
+    mechanism_flags: MechanismFlags,
 ) -> None:
     """Measure what privatization costs a task and what it buys.
 
@@ -189,9 +160,7 @@ def evaluate_cmd(
         raise InvalidParameterError("--oov", oov, "keep, drop or random")
     if not 0 < test_fraction < 1:
         raise InvalidParameterError("--test-fraction", test_fraction, "a number in (0, 1)")
-    options = _split_options(
-        mechs, {"index": index, "metric": metric, "gamma": gamma, "beta": beta, "bits": bits, "binarizer": binarizer}
-    )
+    options = mechanism_flags.for_mechanisms(mechs)
     tasks = (*RECIPES, "file", "hf")
     if task not in tasks:
         raise InvalidParameterError("--task", task, "one of " + ", ".join(tasks))

@@ -9,26 +9,24 @@ import typer
 from .._errors import InvalidParameterError
 from .._validation import check_epsilon
 from ._common import (
-    BetaOpt,
-    BinarizerOpt,
-    BitsOpt,
     EmbeddingOpt,
-    GammaOpt,
-    MetricOpt,
+    MechanismFlags,
     VocabSizeOpt,
-    app,
     build_mechanism,
     check_mechanism_name,
     load_embedding_option,
+    mechanism_command,
     seeded,
 )
 
 
-@app.command("explain")
+@mechanism_command("explain")
 def explain_cmd(
     word: Annotated[str, typer.Argument(help="The word to explain.")],
     epsilon: Annotated[float, typer.Option("--epsilon", "-e", help="Privacy parameter (> 0).")],
-    mechanism: Annotated[str, typer.Option("--mechanism", "-m", help="madlib, tem or brr.")] = "madlib",
+    mechanism: Annotated[
+        str, typer.Option("--mechanism", "-m", help="madlib, tem, brr or another registered mechanism.")
+    ] = "madlib",
     top: Annotated[int, typer.Option("--top", "-k", help="How many likely outputs to list.")] = 10,
     against: Annotated[
         str | None,
@@ -45,15 +43,9 @@ def explain_cmd(
     eta: Annotated[float, typer.Option("--eta", help="The eta-support holds >= 1 - eta of the mass.")] = 0.05,
     embedding: EmbeddingOpt = None,
     vocab_size: VocabSizeOpt = None,
-    index: Annotated[
-        str | None, typer.Option("--index", help="madlib: exact, flat or hnsw; brr: flat or hnsw.")
-    ] = None,
-    metric: MetricOpt = None,
-    gamma: GammaOpt = None,
-    beta: BetaOpt = None,
-    bits: BitsOpt = None,
-    binarizer: BinarizerOpt = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Reproducible draws (sampled mechanisms).")] = None,
+    *,
+    mechanism_flags: MechanismFlags,
 ) -> None:
     """Print WORD's likely outputs with probabilities, N_w, S_w and the guarantee against alternatives.
 
@@ -62,6 +54,7 @@ def explain_cmd(
     from ..calibrate import explain
 
     check_mechanism_name(mechanism)
+    mechanism_flags.for_mechanism(mechanism)
     check_epsilon(epsilon, "--epsilon")
     for name, value in (("--top", top), ("--samples", samples), ("--draws", draws)):
         if value < 1:
@@ -80,8 +73,6 @@ def explain_cmd(
         missing = sum(a not in emb.index_of for a in alts)
         if missing:
             raise InvalidParameterError("--against", f"<{missing} word(s) not shown>", "words in the vocabulary")
-    mech = build_mechanism(
-        mechanism, emb, epsilon, index=index, metric=metric, gamma=gamma, beta=beta, bits=bits, binarizer=binarizer
-    )
+    mech = build_mechanism(mechanism, emb, epsilon, mechanism_flags)
     ex = explain(mech, lookup, top=top, against=alts, samples=samples, draws=draws, eta=eta, rng=seeded(seed))
     typer.echo(ex.render())

@@ -10,7 +10,16 @@ import typer
 
 from .._errors import InvalidParameterError
 from .._validation import check_epsilon
-from ._common import app, build_mechanism, check_mechanism_name, err, load_embedding_option, seeded, warn_seed
+from ._common import (
+    MechanismFlags,
+    build_mechanism,
+    check_mechanism_name,
+    err,
+    load_embedding_option,
+    mechanism_command,
+    seeded,
+    warn_seed,
+)
 
 
 def describe_parameters(described: dict[str, object]) -> str:
@@ -23,7 +32,7 @@ def describe_parameters(described: dict[str, object]) -> str:
     return ", ".join(parts)
 
 
-@app.command("privatize")
+@mechanism_command("privatize")
 def privatize_cmd(
     input: Annotated[str, typer.Argument(help="Input file (txt, csv, tsv, jsonl, parquet; .gz ok) or - for stdin.")],
     output: Annotated[str, typer.Option("--output", "-o", help="Output file (same format) or - for stdout.")],
@@ -38,7 +47,8 @@ def privatize_cmd(
         typer.Option(
             "--mechanism",
             "-m",
-            help="madlib (multivariate Laplace), tem (truncated exponential) or brr (binary randomized response).",
+            help="madlib (multivariate Laplace), tem (truncated exponential), brr (binary randomized response) "
+            "or another registered mechanism. Its options are listed below, by mechanism.",
         ),
     ] = "madlib",
     column: Annotated[
@@ -69,28 +79,6 @@ def privatize_cmd(
             help="Out-of-vocabulary words: keep (NOT protected, counted), drop, or random (a uniformly random word).",
         ),
     ] = "keep",
-    index: Annotated[
-        str | None,
-        typer.Option(
-            "--index",
-            help="madlib: nearest-neighbour search exact, flat (faiss exact) or hnsw (faiss approximate; "
-            "same privacy, slightly lower fidelity). brr: Hamming search flat (exact, default) or hnsw.",
-        ),
-    ] = None,
-    metric: Annotated[
-        str | None, typer.Option("--metric", help="tem: euclidean, manhattan, chebyshev or angular.")
-    ] = None,
-    gamma: Annotated[
-        float | None, typer.Option("--gamma", help="tem: truncation threshold (default: from --beta).")
-    ] = None,
-    beta: Annotated[
-        float | None,
-        typer.Option(
-            "--beta", help="tem: probability of leaving the gamma-ball, sets gamma (Theorem 3; default 1e-3)."
-        ),
-    ] = None,
-    bits: Annotated[int | None, typer.Option("--bits", help="brr: code length (64, 128, 256, 512).")] = None,
-    binarizer: Annotated[str | None, typer.Option("--binarizer", help="brr: autoencoder, simhash or itq.")] = None,
     batch_size: Annotated[
         int, typer.Option("--batch-size", help="Records per batch (memory is bounded by this).")
     ] = 1000,
@@ -98,6 +86,8 @@ def privatize_cmd(
         int | None, typer.Option("--seed", help="Reproducible output for experiments. Seeded output is NOT private.")
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")] = False,
+    *,
+    mechanism_flags: MechanismFlags,
 ) -> None:
     """Privatize the words of a file with a metric-DP mechanism.
 
@@ -111,6 +101,7 @@ def privatize_cmd(
 
     check_epsilon(epsilon, "--epsilon")
     check_mechanism_name(mechanism)
+    mechanism_flags.for_mechanism(mechanism)  # fail fast on a flag that does not apply, before loading
     if oov not in OOV_POLICIES:
         raise InvalidParameterError("--oov", oov, "one of " + ", ".join(OOV_POLICIES))
     if batch_size < 1:
@@ -123,17 +114,7 @@ def privatize_cmd(
     warn_seed(seed)
     t0 = time.perf_counter()
     emb = load_embedding_option(embedding, vocab_size)
-    mech = build_mechanism(
-        mechanism,
-        emb,
-        epsilon,
-        index=index,
-        metric=metric,
-        gamma=gamma,
-        beta=beta,
-        bits=bits,
-        binarizer=binarizer,
-    )
+    mech = build_mechanism(mechanism, emb, epsilon, mechanism_flags)
     priv = Privatizer(mech, oov=oov)
     rng = seeded(seed)
     from ..privatizer import PrivatizeStats

@@ -70,14 +70,16 @@ MechanismFactory = Callable[[Embedding, float], Mechanism]
 def mechanism_factories(
     names: Sequence[str], options: Mapping[str, Mapping[str, Any]] | None = None
 ) -> dict[str, MechanismFactory]:
-    """``{name: (embedding, eps) -> make_mechanism(name, embedding, eps, **options[name])}``."""
-    from ..mechanisms import MECHANISMS, make_mechanism
+    """``{name: (embedding, eps) -> make_mechanism(name, embedding, eps, **options[name])}``.
+
+    Any registered mechanism (:mod:`deniable.mechanisms.registry`); names and options are
+    validated here, before anything is built.
+    """
+    from ..mechanisms import make_mechanism, validate_options
 
     out: dict[str, MechanismFactory] = {}
     for name in names:
-        if name not in MECHANISMS:
-            raise InvalidParameterError("mechanism", name, "one of " + ", ".join(sorted(MECHANISMS)))
-        opts = dict((options or {}).get(name, {}))
+        opts = validate_options(name, dict((options or {}).get(name, {})))
 
         def factory(emb: Embedding, eps: float, _n: str = name, _o: dict[str, Any] = opts) -> Mechanism:
             return make_mechanism(_n, emb, eps, **_o)

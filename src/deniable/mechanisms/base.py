@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._random import RandomState, check_random_state
+from .registry import Option
 
 if TYPE_CHECKING:
     from ..embedding import Embedding
@@ -26,8 +27,9 @@ class Mechanism(abc.ABC):
     """Base class of word-level metric-DP mechanisms.
 
     Subclasses are frozen dataclasses with at least ``embedding`` and ``epsilon``
-    fields, validate every parameter in ``__post_init__``, and implement
-    :meth:`privatize` and :meth:`distance`.
+    fields, declare their other options in :attr:`options`, validate every parameter
+    in ``__post_init__`` (cheaply: heavy artefacts are built on first use), and
+    implement :meth:`_privatize` and :meth:`distance`.
     """
 
     #: The short name used on the command line (``--mechanism``).
@@ -38,6 +40,10 @@ class Mechanism(abc.ABC):
     #: Capability: the mechanism can state its exact output distribution for a word
     #: (:meth:`distribution`). Sampling tests, calibration and ``explain`` dispatch on it.
     has_distribution: ClassVar[bool] = False
+
+    #: The options the constructor takes besides ``embedding`` and ``epsilon``, declared once:
+    #: the registry validates them, the CLI makes flags of them, the service a request schema.
+    options: ClassVar[tuple[Option, ...]] = ()
 
     embedding: Embedding
     epsilon: float

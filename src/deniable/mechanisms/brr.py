@@ -30,10 +30,11 @@ import numpy.typing as npt
 from .._cache import atomic_path
 from .._errors import InvalidParameterError
 from .._validation import check_choice, check_epsilon, check_int
-from ..binarize import binarize, check_binarizer, check_bits, check_codes
+from ..binarize import ALIASES, BINARIZERS, BITS, binarize, check_binarizer, check_bits, check_codes
 from ..binarize.device import CodeEmbedding, load_device_artefact, save_device_artefact
 from ..embedding import Embedding
 from .base import Mechanism
+from .registry import Option
 
 __all__ = [
     "DECODERS",
@@ -316,6 +317,30 @@ class BinaryRandomizedResponse(Mechanism):
     batch_size: int = 8192
     binarizer_options: dict[str, Any] = field(default_factory=dict, repr=False)
     show_progress: bool | None = field(default=None, repr=False)
+
+    options: ClassVar[tuple[Option, ...]] = (
+        Option("bits", int, None, choices=BITS, help="code length (default 256 or the artefact's)"),
+        Option(
+            "binarizer",
+            str,
+            None,
+            choices=(*BINARIZERS, *ALIASES),
+            objects=True,
+            help="how codes are made (random = simhash)",
+        ),
+        Option("seed", int, 0, low=0, flag="--binarizer-seed", help="seed of the binarizer's training (public)"),
+        Option(
+            "index",
+            str,
+            "flat",
+            choices=DECODERS,
+            client=True,
+            help="Hamming search, exact (flat) or approximate (hnsw)",
+        ),
+        Option("batch_size", int, 8192, low=1, cli=False, help="tokens per block (bounds memory)"),
+        Option("binarizer_options", dict, None, cli=False, help="hyper-parameters of the binarizer"),
+        Option("show_progress", bool, None, cli=False, help="progress bar while training codes"),
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
-from .._validation import check_epsilon, check_int
+from .._errors import InvalidParameterError
+from .._validation import check_choice, check_epsilon, check_int
 from ..embedding import Embedding
-from ..index import Index, make_index
+from ..index import INDEXES, Index, make_index
 from ..metrics import paired_distances
 from .base import Mechanism
+from .registry import Option
 
 __all__ = ["MultivariateLaplace", "sample_laplace_noise"]
 
@@ -49,6 +52,11 @@ class MultivariateLaplace(Mechanism):
         An approximate decode keeps the guarantee (post-processing) and costs fidelity only.
     batch_size
         Tokens decoded per block (bounds memory).
+    index_options
+        Keyword arguments of the index (e.g. HNSW's ``m``).
+
+    The constructor only validates and records; the index is built (or loaded from the
+    cache) on first use, once, under a lock.
     """
 
     name: ClassVar[str] = "madlib"
@@ -60,19 +68,51 @@ class MultivariateLaplace(Mechanism):
     batch_size: int = 8192
     index_options: dict[str, Any] = field(default_factory=dict, repr=False)
 
+    options: ClassVar[tuple[Option, ...]] = (
+        Option(
+            "index",
+            str,
+            "exact",
+            choices=INDEXES,
+            client=True,
+            objects=True,
+            help="nearest-neighbour decode: exact (numpy), flat (faiss exact) or hnsw (faiss approximate: "
+            "same privacy, slightly lower fidelity)",
+        ),
+        Option("batch_size", int, 8192, low=1, cli=False, help="tokens decoded per block (bounds memory)"),
+        Option("index_options", dict, None, cli=False, help="keyword arguments of the index"),
+    )
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "batch_size", check_int("batch_size", self.batch_size, minimum=1))
         if not isinstance(self.embedding, Embedding):
-            from .._errors import InvalidParameterError
-
             raise InvalidParameterError("embedding", type(self.embedding).__name__, "a deniable.Embedding")
-        object.__setattr__(self, "_index", make_index(self.embedding, self.index, **self.index_options))
+        _ = self.embedding.vectors  # cheap; a code-only device artefact has none and says so here
+        if isinstance(self.index, str):
+            check_choice("index", self.index, INDEXES)
+        elif not isinstance(self.index, Index):
+            raise InvalidParameterError("index", type(self.index).__name__, "'exact', 'flat', 'hnsw' or an Index")
+        opts = {} if self.index_options is None else self.index_options
+        if not isinstance(opts, dict):
+            raise InvalidParameterError("index_options", type(opts).__name__, "a dict of index keyword arguments")
+        object.__setattr__(self, "index_options", dict(opts))
+        # a ready index is only checked against the embedding (cheap); a named one is built on first use
+        ready = make_index(self.embedding, self.index) if isinstance(self.index, Index) else None
+        object.__setattr__(self, "_index", ready)
+        object.__setattr__(self, "_index_lock", threading.Lock())
 
     @property
     def search_index(self) -> Index:
-        """The nearest-neighbour index used for decoding."""
-        return self._index  # type: ignore[attr-defined]
+        """The nearest-neighbour index used for decoding (built on first use, thread-safe)."""
+        found: Index | None = self._index  # type: ignore[attr-defined]
+        if found is None:
+            with self._index_lock:  # type: ignore[attr-defined]
+                found = self._index  # type: ignore[attr-defined]
+                if found is None:
+                    found = make_index(self.embedding, self.index, **self.index_options)
+                    object.__setattr__(self, "_index", found)
+        return found
 
     def noisy_vectors(self, ids: npt.ArrayLike, rng: np.random.Generator) -> np.ndarray:
         """``phi(w) + z`` for each id (float32), before decoding."""

@@ -53,6 +53,7 @@ from ..metrics import check_metric
 from ._tem_geometry import TEM_METRICS, Geometry
 from ._tem_store import Table, TableStore
 from .base import Mechanism
+from .registry import Option
 
 __all__ = ["CompactDistribution", "TruncatedExponential", "theorem3_gamma"]
 
@@ -195,6 +196,45 @@ class TruncatedExponential(Mechanism):
     _totals: dict[int, float] = field(init=False, repr=False)
     _knn: TableStore = field(init=False, repr=False)
     _k: int = field(init=False, repr=False)
+
+    options: ClassVar[tuple[Option, ...]] = (
+        Option(
+            "metric",
+            str,
+            "euclidean",
+            choices=TEM_METRICS,
+            client=True,
+            help="the distance the guarantee is stated in",
+            note="cosine distance breaks the triangle inequality the proof needs (use angular); "
+            "hamming applies to binary codes: use brr",
+        ),
+        Option(
+            "gamma",
+            float,
+            None,
+            low=0.0,
+            high=_GAMMA_MAX,
+            client=True,
+            help="truncation threshold (default: from beta)",
+        ),
+        Option(
+            "beta",
+            float,
+            1e-3,
+            low=0.0,
+            high=1.0,
+            low_open=True,
+            high_open=True,
+            client=True,
+            help="probability of leaving the gamma-ball; sets gamma (Theorem 3)",
+        ),
+        Option("cache", bool, True, cli=False, help="store neighbour tables on disk for later runs"),
+        Option("table_max", int, 1 << 15, low=1, help="largest ball kept as an explicit table"),
+        Option("memory_bytes", int, 256 << 20, low=1, help="budget of the in-memory table cache"),
+        Option("disk_bytes", int, 4 << 30, low=1, help="budget of the tables on disk"),
+        Option("block_bytes", int, 128 << 20, low=1, help="scratch memory for a block of distance rows"),
+        Option("show_progress", bool, None, cli=False, help="progress bar while scanning the vocabulary"),
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.embedding, Embedding):
