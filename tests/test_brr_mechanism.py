@@ -21,10 +21,10 @@ from deniable.mechanisms.brr import (
     SharedCodesWarning,
     channel_log_prob,
     flip_probability,
-    hamming,
     randomized_response,
     sample_flip_masks,
 )
+from deniable.metrics import hamming
 
 # mixed_vocabulary() shares a code on purpose; the warning itself is tested below (pytest.warns).
 pytestmark = pytest.mark.filterwarnings("ignore::deniable.mechanisms.brr.SharedCodesWarning")
