@@ -27,8 +27,8 @@ import numpy.typing as npt
 
 from .._cache import atomic_path, cache_dir
 from .._errors import EmbeddingError, InvalidParameterError
-from .._progress import progress
 from ..metrics import hamming
+from .faiss_index import add_in_chunks
 
 __all__ = [
     "CODE_INDEXES",
@@ -203,10 +203,7 @@ class BinaryHNSWIndex(_FaissBinaryWrapper):
         arr = _packed(codes)
         index = faiss.IndexBinaryHNSW(arr.shape[1] * 8, m)
         index.hnsw.efConstruction = ef_construction
-        with progress(arr.shape[0], "building binary HNSW index") as advance:
-            for s in range(0, arr.shape[0], chunk):
-                index.add(arr[s : s + chunk])
-                advance(min(chunk, arr.shape[0] - s))
+        add_in_chunks(index, arr, chunk, "building binary HNSW index")
         return cls(index, ef_search)
 
     @classmethod
