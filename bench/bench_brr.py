@@ -102,13 +102,13 @@ def run_one(
             eps = eps_brr64
         else:
             eps = eps_brr
-        mech = BinaryRandomizedResponse(emb, eps, bits=bits, binarizer="autoencoder", index=index)
+        mech = BinaryRandomizedResponse(emb, eps, bits=bits, binarizer="autoencoder", index=index).prepare()
         import tempfile
 
         with tempfile.TemporaryDirectory() as tmp:
             device = mech.export_device(tmp)["total"]
         if index == "hnsw":
-            device += faiss.serialize_index_binary(mech.decoder._index).nbytes  # type: ignore[attr-defined]
+            device += faiss.serialize_index_binary(mech.decoder._index.faiss_index).nbytes  # type: ignore[attr-defined]
     return _measure(config, mech, ids, source, eps, device, t0)
 
 

@@ -57,7 +57,7 @@ def main() -> None:
 
     import deniable
     from deniable.binarize import binarize
-    from deniable.mechanisms.brr import hamming
+    from deniable.metrics import hamming
 
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--bits", default="64,128,256,512")

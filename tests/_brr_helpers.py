@@ -6,7 +6,8 @@ import numpy as np
 from scipy import stats
 
 from deniable import Embedding
-from deniable.mechanisms.brr import BinaryRandomizedResponse, hamming
+from deniable.mechanisms.brr import BinaryRandomizedResponse
+from deniable.metrics import hamming
 
 
 def code_embedding(codes: np.ndarray) -> Embedding:

@@ -8,7 +8,7 @@ import pytest
 from conftest import make_tiny_embedding, make_toy_embedding
 from deniable import InvalidParameterError
 from deniable.binarize import BITS, binarize, codes_cache_path, itq_codes, simhash_codes, train_autoencoder
-from deniable.mechanisms.brr import hamming
+from deniable.metrics import hamming
 
 FAST = {"autoencoder": {"epochs": 2}, "itq": {"iterations": 5}, "simhash": {}}
 

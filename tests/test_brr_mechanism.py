@@ -21,10 +21,10 @@ from deniable.mechanisms.brr import (
     SharedCodesWarning,
     channel_log_prob,
     flip_probability,
-    hamming,
     randomized_response,
     sample_flip_masks,
 )
+from deniable.metrics import hamming
 
 # mixed_vocabulary() shares a code on purpose; the warning itself is tested below (pytest.warns).
 pytestmark = pytest.mark.filterwarnings("ignore::deniable.mechanisms.brr.SharedCodesWarning")
@@ -271,3 +271,41 @@ def test_cli_privatize_brr_takes_the_index_option(tmp_path: Path, index: str) ->
         rc = run_app([*args, "--embedding", str(tmp_path / "dev"), "-q"])
     assert rc == 0
     assert out.read_text(encoding="utf-8") == "w1 w2 w3\n"  # eps = 50 per bit: no bit flips
+
+
+def test_construction_is_cheap_codes_come_from_prepare(
+    tiny_embedding, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:  # type: ignore[no-untyped-def]
+    """Constructing only validates; the first privatize trains once (notice on stderr), even from threads."""
+    import threading
+
+    import deniable.mechanisms.brr as brr_module
+
+    calls: list[int] = []
+    real = brr_module.binarize
+
+    def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(brr_module, "binarize", counting)
+    mech = BinaryRandomizedResponse(tiny_embedding, 1.0, bits=64, binarizer="itq", seed=12345, show_progress=False)
+    assert calls == [] and not mech.prepared and mech.bits == 64 and mech.binarizer == "itq"
+    with pytest.raises(InvalidParameterError, match="iterations"):  # options are still checked at once
+        BinaryRandomizedResponse(tiny_embedding, 1.0, binarizer="itq", binarizer_options={"iterations": 0})
+    assert calls == []
+    loud = BinaryRandomizedResponse(tiny_embedding, 1.0, bits=128, binarizer="itq", seed=12346)
+    loud.privatize([0, 1], np.random.default_rng(0))
+    assert "brr needs 128-bit itq codes of 8 words" in capsys.readouterr().err and calls == [1]
+    outs: list[np.ndarray] = []
+    threads = [
+        threading.Thread(target=lambda: outs.append(mech.privatize(np.arange(8), np.random.default_rng(0))))
+        for _ in range(4)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert calls == [1, 1] and len(outs) == 4 and mech.prepared
+    assert all(np.array_equal(o, outs[0]) for o in outs)
+    assert mech.prepare() is mech and calls == [1, 1]

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from deniable.mechanisms.brr import HammingDecoder, hamming
+from deniable.mechanisms.brr import HammingDecoder
+from deniable.metrics import hamming
 
 
 def chi2_uniform_p(counts: np.ndarray) -> float:

@@ -89,7 +89,7 @@ def test_cli_calibrate_errors(emb_dir: Path, extra: list[str]) -> None:
 
 
 def _brute_force_knn(codes: np.ndarray, ids: np.ndarray, ks: tuple[int, ...]) -> np.ndarray:
-    from deniable.mechanisms.brr import hamming
+    from deniable.metrics import hamming
 
     d = hamming(codes[ids][:, None, :], codes[None, :, :]).astype(float)
     d[np.arange(ids.size), ids] = np.inf  # not its own neighbour

@@ -57,3 +57,72 @@ def test_index_validation(tiny_embedding: Embedding, data: tuple[np.ndarray, np.
         make_index(tiny_embedding, FlatIndex(data[0]))
     with pytest.raises(InvalidParameterError, match="index"):
         make_index(tiny_embedding, "annoy")
+
+
+# -- binary codes: the same contract, Hamming distance ----------------------------------------
+
+
+@pytest.fixture
+def codes() -> tuple[np.ndarray, np.ndarray]:
+    r = np.random.default_rng(1)
+    return r.integers(0, 256, (2000, 8), dtype=np.uint8), r.integers(0, 256, (150, 8), dtype=np.uint8)
+
+
+def _brute_hamming(x: np.ndarray, q: np.ndarray) -> np.ndarray:
+    from deniable.metrics import hamming
+
+    return hamming(q[:, None, :], x[None, :, :])
+
+
+@pytest.mark.parametrize("kind", ["exact", "flat"])
+def test_binary_exact_kinds_match_brute_force(codes: tuple[np.ndarray, np.ndarray], kind: str) -> None:
+    from deniable.index import CodeIndex, make_code_index
+
+    x, q = codes
+    idx = make_code_index(x, kind, **({"block_bytes": 4096} if kind == "exact" else {}))  # many query blocks
+    assert isinstance(idx, CodeIndex) and idx.ntotal == 2000 and idx.d == 64
+    full = _brute_hamming(x, q)
+    d, i = idx.search(q, 7)
+    assert d.dtype == np.int32 and i.dtype == np.int64 and d.shape == i.shape == (150, 7)
+    np.testing.assert_array_equal(d, np.sort(full, axis=1)[:, :7])
+    np.testing.assert_array_equal(np.take_along_axis(full, i, 1), d)
+    lims, rd, ri = idx.range_search(q, 26)  # type: ignore[attr-defined]
+    for r in range(len(q)):
+        got = ri[lims[r] : lims[r + 1]]
+        assert sorted(got.tolist()) == np.nonzero(full[r] < 26)[0].tolist()
+        np.testing.assert_array_equal(rd[lims[r] : lims[r + 1]], full[r, got])
+
+
+def test_binary_hnsw_is_cached_on_disk_by_the_codes(codes: tuple[np.ndarray, np.ndarray]) -> None:
+    from deniable.index import BinaryHNSWIndex, make_code_index
+    from deniable.index.binary import codes_cache_path
+
+    x, q = codes
+    path = codes_cache_path(x, "binary-hnsw-m32-efc100.faissbin")
+    path.unlink(missing_ok=True)
+    a = make_code_index(x, "hnsw")
+    assert isinstance(a, BinaryHNSWIndex) and path.is_file()
+    b = make_code_index(x, "hnsw")  # read back from the file
+    assert make_code_index(x, "hnsw", ef_search=256).ef_search == 256  # type: ignore[attr-defined]
+    np.testing.assert_array_equal(a.search(q, 1)[1], b.search(q, 1)[1])
+    best = _brute_hamming(x, q).min(axis=1)
+    assert (b.search(q, 1)[0][:, 0] == best).mean() >= 0.9
+    assert codes_cache_path(x[:-1], "same name") != codes_cache_path(x, "same name")  # keyed by the codes
+
+
+def test_binary_index_validation(codes: tuple[np.ndarray, np.ndarray]) -> None:
+    from deniable.index import BinaryFlatIndex, make_code_index
+
+    x, _ = codes
+    idx = make_code_index(x, "flat")
+    with pytest.raises(InvalidParameterError, match="queries"):
+        idx.search(np.zeros((2, 4), np.uint8), 1)  # 32-bit queries for 64-bit codes
+    with pytest.raises(InvalidParameterError, match="queries"):
+        idx.search(np.zeros((2, 8), np.float32), 1)
+    with pytest.raises(InvalidParameterError, match="k="):
+        idx.search(np.zeros((2, 8), np.uint8), 2001)
+    with pytest.raises(EmbeddingError, match="do not match"):
+        make_code_index(x, BinaryFlatIndex(x[:10]))
+    assert make_code_index(x, idx) is idx
+    with pytest.raises(InvalidParameterError, match="index"):
+        make_code_index(x, "ivf")

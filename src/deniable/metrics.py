@@ -12,7 +12,7 @@ import numpy.typing as npt
 
 from ._errors import InvalidParameterError
 
-__all__ = ["METRICS", "check_metric", "distances_to", "paired_distances", "pairwise_distances"]
+__all__ = ["METRICS", "check_metric", "distances_to", "hamming", "paired_distances", "pairwise_distances"]
 
 METRICS = ("euclidean", "manhattan", "chebyshev", "angular", "hamming")
 
@@ -110,3 +110,18 @@ def paired_distances(a: npt.ArrayLike, b: npt.ArrayLike, metric: str = "euclidea
         return np.abs(diff).max(axis=1)
     cos = (_unit(x.astype(np.float64)) * _unit(y.astype(np.float64))).sum(axis=1)
     return _angular_from_cos(cos)
+
+
+def hamming(a: npt.ArrayLike, b: npt.ArrayLike) -> npt.NDArray[np.int64]:
+    """Hamming distances between packed binary codes (``np.packbits`` rows), as int64.
+
+    ``a`` and ``b`` are uint8 arrays whose last axis holds the bytes of a code; they
+    broadcast like numpy arrays, e.g. ``hamming(x, y)`` row-wise for two ``(n, m // 8)``
+    arrays, ``hamming(x[:, None], y[None])`` for the ``(len(x), len(y))`` matrix. The one
+    Hamming distance of the library: BRR, calibration and the tests use it.
+    """
+    x = np.asarray(a)
+    y = np.asarray(b)
+    if x.dtype != np.uint8 or y.dtype != np.uint8:
+        raise InvalidParameterError("codes", f"dtypes {x.dtype} and {y.dtype}", "packed uint8 codes")
+    return np.bitwise_count(np.bitwise_xor(x, y)).sum(axis=-1, dtype=np.int64)

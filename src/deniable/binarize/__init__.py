@@ -37,6 +37,7 @@ __all__ = [
     "autoencoder_codes",
     "binarize",
     "check_binarizer",
+    "check_binarizer_options",
     "check_bits",
     "check_codes",
     "codes_cache_path",
@@ -91,7 +92,8 @@ def check_codes(codes: npt.ArrayLike, rows: int | None = None, name: str = "code
     return arr
 
 
-def _resolved_options(method: str, options: dict[str, Any]) -> dict[str, Any]:
+def check_binarizer_options(method: str, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` for binarizer ``method``, validated and completed with the defaults."""
     known = _OPTIONS[method]
     for key in options:
         if key not in known:
@@ -155,7 +157,7 @@ def binarize(
     bits = check_bits(bits)
     method = check_binarizer(method)
     seed = check_int("seed", seed, minimum=0)
-    opts = _resolved_options(method, options)
+    opts = check_binarizer_options(method, options)
     path = codes_cache_path(embedding, method, bits, seed, opts) if cache else None
     if path is not None and path.is_file():
         codes = np.load(path, mmap_mode="r", allow_pickle=False)

@@ -213,10 +213,9 @@ def _hamming_neighbour_distances(
     t0: float,
 ) -> NeighbourDistances:
     """k-th neighbour Hamming distances between packed codes (exact, faiss ``IndexBinaryFlat``)."""
-    import faiss
-
     from ..binarize import check_codes
     from ..binarize.device import CodeEmbedding
+    from ..index import make_code_index
 
     if codes is None:
         if not isinstance(embedding, CodeEmbedding):
@@ -225,8 +224,7 @@ def _hamming_neighbour_distances(
             )
         codes = embedding.codes
     arr = np.ascontiguousarray(check_codes(codes, rows=embedding.size, name="codes"))
-    index = faiss.IndexBinaryFlat(arr.shape[1] * 8)
-    index.add(arr)
+    index = make_code_index(arr, "flat")
     kmax = k_list[-1]
     cols = np.asarray(k_list) - 1
     out = np.empty((ids.size, len(k_list)), dtype=np.float32)

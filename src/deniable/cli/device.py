@@ -70,7 +70,7 @@ def export_device_cmd(
         raise InvalidParameterError("--embedding", embedding, "a float embedding (this is already a device artefact)")
     mech = BinaryRandomizedResponse(
         emb, 1.0, bits=bits, binarizer=method, seed=binarizer_seed, show_progress=False if quiet else None
-    )
+    ).prepare()  # train (or read from the cache) the codes: the visible, explicit step
     sizes = mech.export_device(Path(output))
     if quiet:
         return

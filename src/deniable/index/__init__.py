@@ -8,6 +8,9 @@ the row ids, both ``(len(queries), k)``, nearest first.
 - ``"hnsw"``: faiss ``IndexHNSWFlat`` (approximate, fast), built once per embedding and
   cached on disk.
 
+Binary codes (packed bits, Hamming distance) have the same three kinds behind the same
+contract, built by :func:`make_code_index` (see :mod:`deniable.index.binary`).
+
 An approximate index keeps the privacy guarantee of the mechanisms that decode
 through it: the decode is a deterministic function of the noisy vector and the
 public index, i.e. post-processing. It only costs fidelity (see "Why an approximate
@@ -17,9 +20,31 @@ index keeps the guarantee" in docs/madlib.md).
 from __future__ import annotations
 
 from ._base import Index, check_index
+from .binary import (
+    CODE_INDEXES,
+    BinaryExactIndex,
+    BinaryFlatIndex,
+    BinaryHNSWIndex,
+    CodeIndex,
+    make_code_index,
+)
 from .exact import ExactIndex
 from .faiss_index import FlatIndex, HNSWIndex, make_index
 
-__all__ = ["INDEXES", "ExactIndex", "FlatIndex", "HNSWIndex", "Index", "check_index", "make_index"]
+__all__ = [
+    "CODE_INDEXES",
+    "INDEXES",
+    "BinaryExactIndex",
+    "BinaryFlatIndex",
+    "BinaryHNSWIndex",
+    "CodeIndex",
+    "ExactIndex",
+    "FlatIndex",
+    "HNSWIndex",
+    "Index",
+    "check_index",
+    "make_code_index",
+    "make_index",
+]
 
 INDEXES = ("exact", "flat", "hnsw")

@@ -16,6 +16,14 @@ if TYPE_CHECKING:
     from ..embedding import Embedding
 
 
+def add_in_chunks(index: Any, rows: np.ndarray, chunk: int, description: str) -> None:
+    """``index.add`` ``chunk`` rows at a time, with a progress bar (float and binary HNSW builds)."""
+    with progress(rows.shape[0], description) as advance:
+        for s in range(0, rows.shape[0], chunk):
+            index.add(rows[s : s + chunk])
+            advance(min(chunk, rows.shape[0] - s))
+
+
 class _FaissWrapper:
     def __init__(self, index: Any) -> None:
         self.faiss_index = index
@@ -69,10 +77,7 @@ class HNSWIndex(_FaissWrapper):
         x = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32))
         index = faiss.IndexHNSWFlat(x.shape[1], m)
         index.hnsw.efConstruction = ef_construction
-        with progress(x.shape[0], "building HNSW index") as advance:
-            for s in range(0, x.shape[0], chunk):
-                index.add(x[s : s + chunk])
-                advance(min(chunk, x.shape[0] - s))
+        add_in_chunks(index, x, chunk, "building HNSW index")
         return cls(index, ef_search)
 
     @classmethod

@@ -17,8 +17,9 @@ codes and fresh randomness (post-processing). See docs/brr.md.
 
 from __future__ import annotations
 
-import hashlib
 import math
+import sys
+import threading
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,12 +28,23 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from .._cache import atomic_path
 from .._errors import InvalidParameterError
 from .._validation import check_choice, check_epsilon, check_int
-from ..binarize import ALIASES, BINARIZERS, BITS, binarize, check_binarizer, check_bits, check_codes
+from ..binarize import (
+    ALIASES,
+    BINARIZERS,
+    BITS,
+    binarize,
+    check_binarizer,
+    check_binarizer_options,
+    check_bits,
+    check_codes,
+    codes_cache_path,
+)
 from ..binarize.device import CodeEmbedding, load_device_artefact, save_device_artefact
 from ..embedding import Embedding
+from ..index.binary import BinaryExactIndex, BinaryFlatIndex, CodeIndex, make_code_index
+from ..metrics import hamming
 from .base import Mechanism
 from .registry import Option
 
@@ -43,15 +55,12 @@ __all__ = [
     "SharedCodesWarning",
     "channel_log_prob",
     "flip_probability",
-    "hamming",
     "randomized_response",
     "sample_flip_masks",
 ]
 
 #: Decoders: exact brute-force Hamming search (faiss ``IndexBinaryFlat``) or approximate HNSW.
 DECODERS = ("flat", "hnsw")
-
-_POPCOUNT8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint16)
 
 
 class SharedCodesWarning(UserWarning):
@@ -68,12 +77,6 @@ def flip_probability(epsilon: float) -> float:
     eps = check_epsilon(epsilon)
     t = math.exp(-eps)
     return t / (1.0 + t)
-
-
-def hamming(a: npt.ArrayLike, b: npt.ArrayLike) -> npt.NDArray[np.int64]:
-    """Row-wise Hamming distances of packed uint8 codes (broadcasting), as int64."""
-    x = np.bitwise_xor(np.asarray(a, dtype=np.uint8), np.asarray(b, dtype=np.uint8))
-    return _POPCOUNT8[x].sum(axis=-1, dtype=np.int64)
 
 
 def channel_log_prob(noisy: npt.ArrayLike, codes: npt.ArrayLike, epsilon: float, bits: int) -> npt.NDArray[np.float64]:
@@ -105,18 +108,20 @@ def randomized_response(
 class HammingDecoder:
     """Nearest vocabulary code in Hamming distance, ties uniform, then a uniform word of that code.
 
-    The distinct codes are indexed once (``flat``: faiss ``IndexBinaryFlat``, exact;
-    ``hnsw``: faiss ``IndexBinaryHNSW``, approximate, cached on disk when ``cache_path``
-    is given). Words sharing a code are stored as groups (CSR): ``members[starts[g] :
-    starts[g] + counts[g]]`` are the word ids of distinct code ``g``.
+    The distinct codes are searched through a binary index of :mod:`deniable.index`
+    (``flat``: faiss ``IndexBinaryFlat``, exact; ``hnsw``: faiss ``IndexBinaryHNSW``,
+    approximate, cached on disk by the codes' fingerprint; tiny code sets: the numpy
+    ``exact`` index). The index is built on first use (thread-safe), so constructing a
+    decoder only groups the codes. Words sharing a code are stored as groups (CSR):
+    ``members[starts[g] : starts[g] + counts[g]]`` are the word ids of distinct code ``g``.
 
-    Exact uniform tie-breaking (flat): a k-NN search returns the k smallest distances
-    exactly. If fewer than k of them equal the minimum ``D0``, the (k)-th result is
-    farther than ``D0``, so every code at ``D0`` is among the results. Otherwise a range
-    search with radius ``D0 + 1`` (faiss returns distances ``< radius``) lists all of
+    Exact uniform tie-breaking (exact indexes): a k-NN search returns the k smallest
+    distances exactly. If fewer than k of them equal the minimum ``D0``, the (k)-th
+    result is farther than ``D0``, so every code at ``D0`` is among the results.
+    Otherwise a range search with radius ``D0 + 1`` (distances ``< radius``) lists all of
     them. One of the tied codes is then drawn with ``rng.integers(0, count)``. Tiny
-    vocabularies (``NUMPY_MAX_BYTES``) are searched with numpy instead: all distances,
-    then the same uniform pick among the minima (``backend`` forces one or the other).
+    vocabularies (``NUMPY_MAX_BYTES``) use the numpy index instead of faiss (``backend``
+    forces one or the other).
 
     HNSW can return no result at all for a query (ids all -1, e.g. a query far from
     every code the greedy graph search reaches); such rows are decoded by the exact
@@ -133,11 +138,9 @@ class HammingDecoder:
         *,
         index: str = "flat",
         tie_k: int = 16,
-        cache_path: Path | None = None,
         backend: str = "auto",
+        index_options: dict[str, Any] | None = None,
     ) -> None:
-        import faiss
-
         arr = np.ascontiguousarray(check_codes(codes))
         self.index_kind = check_choice("index", index, DECODERS)
         check_choice("backend", backend, ("auto", "faiss", "numpy"))
@@ -153,36 +156,31 @@ class HammingDecoder:
         self.members = np.argsort(inverse, kind="stable").astype(np.int64)
         small = self.unique_codes.nbytes <= self.NUMPY_MAX_BYTES
         self.backend = "numpy" if backend == "numpy" or (backend == "auto" and small and index == "flat") else "faiss"
-        self._flat: Any = None  # exact fallback of the HNSW decoder, built on first use
-        if self.index_kind == "flat":
-            self._index = faiss.IndexBinaryFlat(self.bits)
-            self._index.add(self.unique_codes)
-        else:
-            self._index = self._hnsw(cache_path)
+        self._index_options = dict(index_options or {})
+        self._lock = threading.Lock()
+        self._search: CodeIndex | None = None
+        self._exact: BinaryExactIndex | BinaryFlatIndex | None = None  # exact fallback of the HNSW decoder
 
-    def _hnsw(self, cache_path: Path | None, m: int = 32, ef_construction: int = 64, ef_search: int = 128) -> Any:
-        import faiss
+    @property
+    def _index(self) -> CodeIndex:
+        """The index searched first (built once, on first use)."""
+        if self._search is None:
+            with self._lock:
+                if self._search is None:
+                    kind = "exact" if self.backend == "numpy" else self.index_kind
+                    self._search = make_code_index(self.unique_codes, kind, **self._index_options)
+        return self._search
 
-        from .._progress import progress
-
-        if cache_path is not None:
-            digest = hashlib.sha256(self.unique_codes.tobytes()).hexdigest()[:16]
-            path = cache_path / f"hnsw-{self.bits}b-{digest}-m{m}-efc{ef_construction}.faissbin"
-            if path.is_file():
-                loaded: Any = faiss.read_index_binary(str(path))
-                loaded.hnsw.efSearch = ef_search
-                return loaded
-        idx: Any = faiss.IndexBinaryHNSW(self.bits, m)
-        idx.hnsw.efConstruction = ef_construction
-        n = len(self.unique_codes)
-        with progress(n, "building binary HNSW index") as advance:
-            for s in range(0, n, 20000):
-                idx.add(self.unique_codes[s : s + 20000])
-                advance(min(20000, n - s))
-        idx.hnsw.efSearch = ef_search
-        if cache_path is not None:
-            atomic_path(path, lambda p: faiss.write_index_binary(idx, str(p)))
-        return idx
+    def _exact_index(self) -> BinaryExactIndex | BinaryFlatIndex:
+        """An exact index over the distinct codes (the main one unless it is HNSW)."""
+        index = self._index
+        if isinstance(index, BinaryExactIndex | BinaryFlatIndex):
+            return index
+        if self._exact is None:
+            with self._lock:
+                if self._exact is None:
+                    self._exact = BinaryFlatIndex(self.unique_codes)
+        return self._exact
 
     @property
     def n_codes(self) -> int:
@@ -204,33 +202,22 @@ class HammingDecoder:
         q = np.ascontiguousarray(check_codes(noisy, name="noisy codes"))
         if q.shape[1] * 8 != self.bits:
             raise InvalidParameterError("noisy codes", f"{q.shape[1] * 8}-bit codes", f"{self.bits}-bit codes")
-        if self.backend == "numpy":
-            return self._numpy_nearest(q, rng)
-        out, found = self._faiss_nearest(self._index, q, rng, exact=self.index_kind == "flat")
+        index = self._index
+        exact = isinstance(index, BinaryExactIndex | BinaryFlatIndex)
+        out, found = self._nearest(index, q, rng, exact=exact)
         lost = np.nonzero(~found)[0]
         if lost.size:  # HNSW found no code at all for these rows: exact search (still post-processing)
-            out[lost], _ = self._faiss_nearest(self._flat_index(), q[lost], rng, exact=True)
+            out[lost], _ = self._nearest(self._exact_index(), q[lost], rng, exact=True)
         return out
 
-    def _flat_index(self) -> Any:
-        """The exact ``IndexBinaryFlat`` over the distinct codes (built on first use when decoding with HNSW)."""
-        if self.index_kind == "flat":
-            return self._index
-        if self._flat is None:
-            import faiss
-
-            self._flat = faiss.IndexBinaryFlat(self.bits)
-            self._flat.add(self.unique_codes)
-        return self._flat
-
-    def _faiss_nearest(
-        self, index: Any, q: np.ndarray, rng: np.random.Generator, *, exact: bool
+    def _nearest(
+        self, index: CodeIndex, q: np.ndarray, rng: np.random.Generator, *, exact: bool
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
         """Code ids at the smallest distance found (ties uniform) and which rows found any code.
 
-        ``exact``: ``index`` is an ``IndexBinaryFlat``, and ties beyond the k results are
-        completed with a range search (exactly uniform). Rows where the index returned
-        no id at all (only -1: possible with HNSW) get id -1 and ``found`` False.
+        ``exact``: ``index`` is exact and has ``range_search``; ties beyond the k results
+        are completed with a range search (exactly uniform). Rows where the index
+        returned no id at all (only -1: possible with HNSW) get id -1 and ``found`` False.
         """
         n = q.shape[0]
         k = min(self.tie_k, self.n_codes)
@@ -244,27 +231,15 @@ class HammingDecoder:
         col = np.argmax(np.cumsum(ties, axis=1) > pick[:, None], axis=1)
         out = np.where(found, ids[np.arange(n), col], -1).astype(np.int64)
         if exact and k < self.n_codes:
+            assert isinstance(index, BinaryExactIndex | BinaryFlatIndex)
             full = np.nonzero(count == k)[0]
             if full.size:
                 radii = d0[full, 0]
                 for r in np.unique(radii).tolist():
                     rows = full[radii == r]
                     lims, _, rid = index.range_search(q[rows], int(r) + 1)
-                    lims = lims.astype(np.int64)
-                    sizes = np.diff(lims)
-                    out[rows] = rid[lims[:-1] + rng.integers(0, sizes)]
+                    out[rows] = rid[lims[:-1] + rng.integers(0, np.diff(lims))]
         return out, found
-
-    def _numpy_nearest(self, q: np.ndarray, rng: np.random.Generator) -> npt.NDArray[np.int64]:
-        """Brute force with a popcount table: all distances, then a uniform pick among the minima."""
-        out = np.empty(q.shape[0], dtype=np.int64)
-        step = max(1, 2**21 // max(1, self.unique_codes.nbytes))
-        for s in range(0, q.shape[0], step):
-            dist = _POPCOUNT8[q[s : s + step, None, :] ^ self.unique_codes[None, :, :]].sum(axis=2, dtype=np.int32)
-            ties = dist == dist.min(axis=1, keepdims=True)
-            pick = rng.integers(0, ties.sum(axis=1))
-            out[s : s + step] = np.argmax(np.cumsum(ties, axis=1) > pick[:, None], axis=1)
-        return out
 
     def decode(self, noisy: npt.ArrayLike, rng: np.random.Generator) -> npt.NDArray[np.int64]:
         """Word ids: a nearest code (ties uniform), then a uniform word among those sharing it."""
@@ -343,6 +318,7 @@ class BinaryRandomizedResponse(Mechanism):
     )
 
     def __post_init__(self) -> None:
+        """Validate and record the parameters; no training, no index (see :meth:`prepare`)."""
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "batch_size", check_int("batch_size", self.batch_size, minimum=1))
         object.__setattr__(self, "seed", check_int("seed", self.seed, minimum=0))
@@ -350,6 +326,7 @@ class BinaryRandomizedResponse(Mechanism):
         emb = self.embedding
         if not isinstance(emb, Embedding):
             raise InvalidParameterError("embedding", type(emb).__name__, "a deniable.Embedding or a device artefact")
+        codes: npt.NDArray[np.uint8] | None = None
         if isinstance(emb, CodeEmbedding):
             codes = emb.codes
             method = str(emb.params.get("binarizer", "precomputed"))
@@ -373,18 +350,56 @@ class BinaryRandomizedResponse(Mechanism):
                 raise InvalidParameterError("bits", self.bits, allowed)
         else:
             method = check_binarizer("autoencoder" if self.binarizer is None else self.binarizer)
-            bits = check_bits(256 if self.bits is None else self.bits)
-            codes = binarize(
-                emb, bits, method, seed=self.seed, show_progress=self.show_progress, **self.binarizer_options
-            )
-        object.__setattr__(self, "bits", int(codes.shape[1] * 8))
+            object.__setattr__(self, "bits", check_bits(256 if self.bits is None else self.bits))
+            check_binarizer_options(method, self.binarizer_options)
         object.__setattr__(self, "binarizer", method)
+        object.__setattr__(self, "_lock", threading.Lock())
+        object.__setattr__(self, "_decoder", None)
+        if codes is not None:  # given codes: group them now (cheap; shared codes are reported at once)
+            object.__setattr__(self, "bits", int(codes.shape[1] * 8))
+            self._install(codes, stacklevel=5)
+
+    def _install(self, codes: npt.NDArray[np.uint8], stacklevel: int) -> None:
+        decoder = HammingDecoder(codes, index=self.index)
         object.__setattr__(self, "_codes", codes)
-        cache = emb.cache_path("binary-index", "x").parent if self.index == "hnsw" else None
-        decoder = HammingDecoder(codes, index=self.index, cache_path=cache)
         object.__setattr__(self, "_decoder", decoder)
         if decoder.shared_codes:
-            warnings.warn(_shared_codes_message(decoder, emb), SharedCodesWarning, stacklevel=3)
+            warnings.warn(_shared_codes_message(decoder, self.embedding), SharedCodesWarning, stacklevel=stacklevel)
+
+    @property
+    def prepared(self) -> bool:
+        """True once the codes are known (given, loaded or trained)."""
+        return self._decoder is not None  # type: ignore[attr-defined]
+
+    def prepare(self, show_progress: bool | None = None) -> BinaryRandomizedResponse:
+        """Obtain the codes (train them, or read them from the on-disk cache) once; return ``self``.
+
+        The codes are a function of public data only (the embedding, ``bits``,
+        ``binarizer``, ``seed``, ``binarizer_options``): :func:`deniable.binarize.binarize`
+        caches them by those. :meth:`privatize` calls this itself when needed (with a
+        one-line notice on stderr when training is needed); call it ahead to choose when
+        the cost is paid. Thread-safe: concurrent callers train once.
+        """
+        if self._decoder is None:  # type: ignore[attr-defined]
+            with self._lock:  # type: ignore[attr-defined]
+                if self._decoder is None:  # type: ignore[attr-defined]
+                    show = self.show_progress if show_progress is None else show_progress
+                    method, bits = str(self.binarizer), int(self.bits or 0)
+                    cached = codes_cache_path(
+                        self.embedding, method, bits, self.seed, check_binarizer_options(method, self.binarizer_options)
+                    ).is_file()
+                    if not cached and show is not False:
+                        print(
+                            f"deniable: brr needs {bits}-bit {method} codes of {self.embedding.size:,} words; "
+                            "computing them once (cached on disk for the next runs)",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+                    codes = binarize(
+                        self.embedding, bits, method, seed=self.seed, show_progress=show, **self.binarizer_options
+                    )
+                    self._install(codes, stacklevel=4)
+        return self
 
     # -- construction from the on-device artefact --------------------------------------------
     @classmethod
@@ -409,13 +424,13 @@ class BinaryRandomizedResponse(Mechanism):
     # -- the mechanism -------------------------------------------------------------------------
     @property
     def codes(self) -> npt.NDArray[np.uint8]:
-        """The packed codes of every word, ``(V, bits // 8)`` uint8."""
-        return self._codes  # type: ignore[attr-defined]
+        """The packed codes of every word, ``(V, bits // 8)`` uint8 (obtained by :meth:`prepare`)."""
+        return self.prepare()._codes  # type: ignore[attr-defined]
 
     @property
     def decoder(self) -> HammingDecoder:
-        """The Hamming nearest-code decoder."""
-        return self._decoder  # type: ignore[attr-defined]
+        """The Hamming nearest-code decoder (obtained by :meth:`prepare`)."""
+        return self.prepare()._decoder  # type: ignore[attr-defined]
 
     @property
     def flip_probability(self) -> float:
@@ -424,18 +439,21 @@ class BinaryRandomizedResponse(Mechanism):
 
     def noisy_codes(self, ids: npt.ArrayLike, rng: np.random.Generator) -> npt.NDArray[np.uint8]:
         """The randomized-response codes ``b_hat`` of each id, before decoding."""
-        flat = self.embedding.check_ids(ids).ravel()
-        masks = sample_flip_masks(flat.size, int(self.bits or 0), self.flip_probability, rng)
-        return np.bitwise_xor(self.codes[flat], masks)
+        return self._noisy(self.embedding.check_ids(ids).ravel(), rng)
+
+    def _noisy(self, ids: npt.NDArray[np.int64], rng: np.random.Generator) -> npt.NDArray[np.uint8]:
+        return np.bitwise_xor(
+            self.codes[ids], sample_flip_masks(ids.size, int(self.bits or 0), self.flip_probability, rng)
+        )
 
     def _privatize(self, ids: npt.NDArray[np.int64], rng: np.random.Generator) -> npt.NDArray[np.int64]:
-        out = np.empty(ids.size, dtype=np.int64)
-        bits, p = int(self.bits or 0), self.flip_probability
-        for s in range(0, ids.size, self.batch_size):
-            block = ids[s : s + self.batch_size]
-            noisy = np.bitwise_xor(self.codes[block], sample_flip_masks(block.size, bits, p, rng))
-            out[s : s + block.size] = self.decoder.decode(noisy, rng)
-        return out
+        decoder = self.decoder
+        return np.concatenate(
+            [
+                decoder.decode(self._noisy(ids[s : s + self.batch_size], rng), rng)
+                for s in range(0, ids.size, self.batch_size)
+            ]
+        )
 
     def distance(self, w: int, w2: int) -> float:
         return float(hamming(self.codes[w], self.codes[w2]))
