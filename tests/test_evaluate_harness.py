@@ -78,7 +78,7 @@ def toy() -> Embedding:
 
 
 def run(toy: Embedding, mechanisms: dict, **kw: object) -> list[dict]:
-    cfg = EvaluationConfig(mechanisms=mechanisms, epsilons=[1e9], models=["tfidf"], seed=3, **kw)  # type: ignore[arg-type]
+    cfg = EvaluationConfig(mechanisms=mechanisms, epsilons=[1e9], models=["tfidf"], random_state=3, **kw)  # type: ignore[arg-type]
     return run_evaluation(topic_task(), toy, cfg).rows
 
 
@@ -147,7 +147,7 @@ def test_ranking_task(toy: Embedding) -> None:
         rel += [True, False]
     pairs = QAPairs(qs, ans, np.array(rel))
     task = TaskData("qa", "ranking", pairs, pairs)
-    cfg = EvaluationConfig(mechanisms={"random": lambda e, x: RandomWords(e, x)}, epsilons=[1.0], repeats=1, seed=0,
+    cfg = EvaluationConfig(mechanisms={"random": lambda e, x: RandomWords(e, x)}, epsilons=[1.0], repeats=1, random_state=0,
                            negatives=5, oov="random")  # fmt: skip
     rows = run_evaluation(task, toy, cfg).rows
     clean = {x["metric"]: x["value"] for x in rows if x["mode"] == "clean"}
