@@ -147,8 +147,8 @@ def test_ranking_task(toy: Embedding) -> None:
         rel += [True, False]
     pairs = QAPairs(qs, ans, np.array(rel))
     task = TaskData("qa", "ranking", pairs, pairs)
-    cfg = EvaluationConfig(mechanisms={"random": lambda e, x: RandomWords(e, x)}, epsilons=[1.0], repeats=1, random_state=0,
-                           negatives=5, oov="random")  # fmt: skip
+    cfg = EvaluationConfig(mechanisms={"random": lambda e, x: RandomWords(e, x)}, epsilons=[1.0], repeats=1,
+                           random_state=0, negatives=5, oov="random")  # fmt: skip
     rows = run_evaluation(task, toy, cfg).rows
     clean = {x["metric"]: x["value"] for x in rows if x["mode"] == "clean"}
     test = {x["metric"]: x["value"] for x in rows if x["mode"] == "test"}

@@ -294,9 +294,9 @@ class TfidfRanker:
 
         if not texts:
             raise InvalidParameterError("texts", 0, "at least one training text")
-        self._vec = TfidfVectorizer(
-            **_TOKENS, ngram_range=(1, self.ngram_max), sublinear_tf=self.sublinear_tf
-        ).fit(list(texts))
+        self._vec = TfidfVectorizer(**_TOKENS, ngram_range=(1, self.ngram_max), sublinear_tf=self.sublinear_tf).fit(
+            list(texts)
+        )
         return self
 
     def score(self, questions: Sequence[str], answers: Sequence[str]) -> np.ndarray:

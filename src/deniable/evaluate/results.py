@@ -205,7 +205,8 @@ def summarize_runs(
     out = []
     for key, rs in groups.items():
         vals = [float(r["value"]) for r in rs]
-        finite = [v for v in vals if not math.isnan(v)]
+        present = [v for v in vals if not math.isnan(v)]
+        finite = [v for v in present if math.isfinite(v)]
         mean, lo, hi = t_interval(finite)
         how = "t over repeats"
         own_lo = float(rs[0].get("ci_low", math.nan))
@@ -214,10 +215,12 @@ def summarize_runs(
         elif len(finite) < 2:
             how = "none (one run)"
         sd = float(np.std(finite, ddof=1)) if len(finite) > 1 else math.nan
+        if len(finite) < len(present):  # an infinite value (e.g. the signal/noise ratio of a noiseless run)
+            mean, lo, hi, sd, how = float(np.mean(present)), math.nan, math.nan, math.nan, "none (infinite values)"
         src = first[key]
         row = {k: src[k] for k in keys}
         row.update(
-            {"metric": src["metric"], "n": len(finite), "mean": mean, "ci_low": lo, "ci_high": hi, "ci": how, "sd": sd}
+            {"metric": src["metric"], "n": len(present), "mean": mean, "ci_low": lo, "ci_high": hi, "ci": how, "sd": sd}
         )
         out.append(row)
     return out
