@@ -424,3 +424,9 @@ def test_run_evaluation_skips_too_dense_private_conditions() -> None:
     assert private[0.5]["note"].startswith("skipped") and np.isnan(private[0.5]["accuracy"])
     assert private[50.0]["note"] == "" and private[50.0]["snr"] > 100
     assert "skipped" in markdown_table(results)
+
+
+def test_evaluate_seeds_must_be_consecutive(tmp_path: Path) -> None:
+    pytest.importorskip("sklearn")
+    code = run_app(["bow", "evaluate", "-o", str(tmp_path / "o"), "--data-dir", str(tmp_path), "--seeds", "0,5"])
+    assert code != 0 and not (tmp_path / "o").exists()
