@@ -338,25 +338,26 @@ def test_run_evaluation_on_a_toy_corpus(tmp_path: Path) -> None:
     )
     with pytest.raises(InvalidParameterError, match="heldout"):
         run_evaluation(cfg, texts=texts, labels=labels, vocabulary=vocab)
-    rows = run_evaluation(cfg, texts=texts, labels=labels, vocabulary=vocab, heldout=texts[:10])
+    results = run_evaluation(cfg, texts=texts, labels=labels, vocabulary=vocab, heldout=texts[:10])
+    rows = results.wide()  # one row per fit, a column per metric
     kinds = [r["kind"] for r in rows]
     assert kinds.count("reference") == 1 and kinds.count("clean") == 2 and kinds.count("private") == 4
     ref = rows[0]
     assert ref["accuracy"] > 0.9 and ref["jaccard"] == 1.0
     for r in rows:
         assert 0 <= r["exclusivity"] <= 1 and -1 <= r["npmi"] <= 1
-    paths = write_results(rows, tmp_path, cfg)
+    paths = write_results(results, tmp_path, cfg)
     assert (tmp_path / "results.csv").read_text().count("\n") == len(rows) + 1
-    assert "Jaccard" in markdown_table(rows) and len(paths) == 4
-    # the CSV reads back into the same rows, and tables / plots can be re-rendered from it
+    assert "Jaccard" in markdown_table(results) and len(paths) == 4
+    # the CSV reads back into the same results, and tables / plots can be re-rendered from it
     back = read_results(tmp_path / "results.csv")
-    assert [(r["kind"], r["strategy"], r["bins"]) for r in back] == [
+    assert [(r["kind"], r["strategy"], r["bins"]) for r in back.wide()] == [
         (r["kind"], r["strategy"], r["bins"]) for r in rows
     ]
-    np.testing.assert_allclose([r["accuracy"] for r in back], [r["accuracy"] for r in rows])
-    assert markdown_table(back) == markdown_table(rows)
+    np.testing.assert_allclose([r["accuracy"] for r in back.wide()], [r["accuracy"] for r in rows])
+    assert markdown_table(back) == markdown_table(results)
     summary = (tmp_path / "summary.md").read_text()
-    assert summary.strip() == summary_tables(rows) and "eps/N=5 (eps=5, N=1)" in summary
+    assert summary.strip() == summary_tables(results) and "eps/N=5 (eps=5, N=1)" in summary
     assert summary.count("| random | 4 |") == 4  # one row per metric table
     code = run_app(
         ["bow", "evaluate", "-o", str(tmp_path / "again"), "--from-results", str(paths[0]), "--no-plots", "-q"]
@@ -414,11 +415,18 @@ def test_run_evaluation_skips_too_dense_private_conditions() -> None:
     cfg = EvalConfig(
         n_docs=40, epsilons=(0.5, 50.0), precisions=(1.0,), strategies=("none",), lda_iter=2, max_nonzero=150
     )
-    rows = run_evaluation(cfg, texts=texts, labels=labels, vocabulary=Vocabulary(tuple(words)))
+    results = run_evaluation(cfg, texts=texts, labels=labels, vocabulary=Vocabulary(tuple(words)))
+    rows = results.wide(extra=("note",))
     clean = next(r for r in rows if r["kind"] == "clean")
     assert clean["strategy"] == "none" and clean["jaccard"] == 1.0  # the reference fit, reused
     private = {r["epsilon"]: r for r in rows if r["kind"] == "private"}
     # eps/N = 0.5: ~120 counts + 38% of 240 entries > 150; eps/N = 50: the ~120 counts only
     assert private[0.5]["note"].startswith("skipped") and np.isnan(private[0.5]["accuracy"])
     assert private[50.0]["note"] == "" and private[50.0]["snr"] > 100
-    assert "skipped" in markdown_table(rows)
+    assert "skipped" in markdown_table(results)
+
+
+def test_evaluate_seeds_must_be_consecutive(tmp_path: Path) -> None:
+    pytest.importorskip("sklearn")
+    code = run_app(["bow", "evaluate", "-o", str(tmp_path / "o"), "--data-dir", str(tmp_path), "--seeds", "0,5"])
+    assert code != 0 and not (tmp_path / "o").exists()

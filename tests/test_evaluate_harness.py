@@ -78,7 +78,7 @@ def toy() -> Embedding:
 
 
 def run(toy: Embedding, mechanisms: dict, **kw: object) -> list[dict]:
-    cfg = EvaluationConfig(mechanisms=mechanisms, epsilons=[1e9], models=["tfidf"], seed=3, **kw)  # type: ignore[arg-type]
+    cfg = EvaluationConfig(mechanisms=mechanisms, epsilons=[1e9], models=["tfidf"], random_state=3, **kw)  # type: ignore[arg-type]
     return run_evaluation(topic_task(), toy, cfg).rows
 
 
@@ -147,8 +147,8 @@ def test_ranking_task(toy: Embedding) -> None:
         rel += [True, False]
     pairs = QAPairs(qs, ans, np.array(rel))
     task = TaskData("qa", "ranking", pairs, pairs)
-    cfg = EvaluationConfig(mechanisms={"random": lambda e, x: RandomWords(e, x)}, epsilons=[1.0], repeats=1, seed=0,
-                           negatives=5, oov="random")  # fmt: skip
+    cfg = EvaluationConfig(mechanisms={"random": lambda e, x: RandomWords(e, x)}, epsilons=[1.0], repeats=1,
+                           random_state=0, negatives=5, oov="random")  # fmt: skip
     rows = run_evaluation(task, toy, cfg).rows
     clean = {x["metric"]: x["value"] for x in rows if x["mode"] == "clean"}
     test = {x["metric"]: x["value"] for x in rows if x["mode"] == "test"}
@@ -197,3 +197,54 @@ def test_config_errors_name_the_parameter(toy: Embedding) -> None:
     with pytest.raises(InvalidParameterError) as exc:
         run_evaluation(topic_task(), toy, cfg)
     assert exc.value.name == "train_size"
+
+
+def test_shared_results_summary_wide_and_randomness() -> None:
+    import warnings
+
+    from deniable.evaluate import ExperimentConfig, Results
+
+    res = Results("t", ("setting",))
+    for rep, v in enumerate([1.0, 2.0, 3.0]):
+        res.add(setting="a", repeat=rep, metric="m", value=v, note="x")
+    res.add(setting="b", repeat=0, metric="m", value=0.7, ci_low=0.6, ci_high=0.8)
+    res.add(setting="b", repeat=0, metric="snr", value=float("inf"))
+    a, b, snr = res.summary()
+    assert a["n"] == 3 and a["mean"] == 2.0 and a["sd"] == 1.0 and a["ci_low"] < 2.0 < a["ci_high"]
+    assert (b["ci_low"], b["ci_high"], b["ci"]) == (0.6, 0.8, "the run's own interval")
+    assert snr["mean"] == float("inf") and np.isnan(snr["sd"])
+    wide = res.wide(extra=("note",))
+    assert wide[0] == {"setting": "a", "repeat": 0, "note": "x", "m": 1.0}
+    back = Results.from_wide("t", ("setting",), wide, ["m", "snr"])
+    assert [s["mean"] for s in back.summary()] == [s["mean"] for s in res.summary()]
+    # experiments may be seeded without the NotPrivateWarning, and reproduce
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r1, r2 = (
+            ExperimentConfig(epsilons=[1.0], random_state=5).randomness(),
+            ExperimentConfig(epsilons=[1.0], random_state=5).randomness(),
+        )
+    assert r1.generator(1, 2).random() == r2.generator(1, 2).random() and r1.seed(0) != r1.seed(1)
+    assert (
+        ExperimentConfig(epsilons=[1.0]).randomness().entropy != ExperimentConfig(epsilons=[1.0]).randomness().entropy
+    )
+    for bad in (-1, 1.5, "0", True):
+        with pytest.raises(InvalidParameterError) as exc:
+            ExperimentConfig(epsilons=[1.0], random_state=bad)  # type: ignore[arg-type]
+        assert exc.value.name == "random_state"
+
+
+def test_bow_config_is_frozen_and_validated() -> None:
+    from dataclasses import FrozenInstanceError
+
+    from deniable.bow.evaluate import EvalConfig
+    from deniable.evaluate import ExperimentRandomness
+
+    cfg = EvalConfig(random_state=3, repeats=2)
+    assert cfg.repeat_seeds(ExperimentRandomness(0)) == [3, 4]
+    with pytest.raises(FrozenInstanceError):
+        cfg.n_docs = 5  # type: ignore[misc]
+    for kw, name in (({"strategies": ["nope"]}, "strategies"), ({"repeats": 0}, "repeats"), ({"bins": [1]}, "bins")):
+        with pytest.raises(InvalidParameterError) as exc:
+            EvalConfig(**kw)  # type: ignore[arg-type]
+        assert exc.value.name == name

@@ -28,16 +28,19 @@ if TYPE_CHECKING:
     from .calibrate.stats import DeniabilityStats
 
 __all__ = [
+    "new_figure",
     "plot_averages",
     "plot_histograms",
     "plot_neighbours",
+    "save_figure",
     "write_report",
 ]
 
 _PERCENTILE_STYLES = ("--", "-.", "-", "-.", "--")
 
 
-def _figure(width: float, height: float) -> Any:
+def new_figure(width: float, height: float) -> Any:
+    """A matplotlib ``Figure`` on the Agg canvas (``width`` x ``height`` inches); pyplot's global state is untouched."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
@@ -48,10 +51,11 @@ def _figure(width: float, height: float) -> Any:
     return fig
 
 
-def _save(fig: Any, path: str | Path) -> Path:
+def save_figure(fig: Any, path: str | Path, *, dpi: float | None = None) -> Path:
+    """Write ``fig`` as PNG to ``path`` (parent folders created); returns the path."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, format="png")
+    fig.savefig(out, format="png", dpi=dpi if dpi is not None else "figure")
     return out
 
 
@@ -70,7 +74,7 @@ def plot_histograms(
     if not stats:
         raise DeniableError("nothing to plot: no statistics")
     cols = len(stats)
-    fig = _figure(2.6 * cols + 0.6, 5.0)
+    fig = new_figure(2.6 * cols + 0.6, 5.0)
     axes = fig.subplots(2, cols, squeeze=False, sharey="row")
     for j, st in enumerate(sorted(stats, key=lambda s: s.epsilon)):
         n = st.samples
@@ -92,7 +96,7 @@ def plot_histograms(
             if j == 0:
                 ax.set_ylabel("words (log scale)", fontsize=8)
     fig.suptitle(title or _default_title(stats), fontsize=10)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _default_title(stats: Sequence[DeniabilityStats]) -> str:
@@ -112,7 +116,7 @@ def plot_averages(stats: Sequence[DeniabilityStats], path: str | Path, *, title:
     ordered = sorted(stats, key=lambda s: s.epsilon)
     eps = np.array([s.epsilon for s in ordered])
     n = ordered[0].samples
-    fig = _figure(9.0, 3.6)
+    fig = new_figure(9.0, 3.6)
     ax_s, ax_n = fig.subplots(1, 2)
     for ax, key, worst_fn, worst_name, color in (
         (ax_s, "s", np.min, "min", "#4C72B0"),
@@ -133,7 +137,7 @@ def plot_averages(stats: Sequence[DeniabilityStats], path: str | Path, *, title:
     ax_s.set_ylabel(f"S_w: distinct words (of {n})")
     ax_n.set_ylabel(f"N_w: count of M(w) = w (of {n})")
     fig.suptitle(title or _default_title(stats), fontsize=10)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _geometry_name(geometry: NeighbourDistances) -> str:
@@ -151,7 +155,7 @@ def plot_neighbours(
     """
     from .calibrate.geometry import DEFAULT_PERCENTILES
 
-    fig = _figure(9.0, 3.6)
+    fig = new_figure(9.0, 3.6)
     ax_p, ax_h = fig.subplots(1, 2)
     pct = geometry.percentiles(DEFAULT_PERCENTILES)
     for i, p in enumerate(DEFAULT_PERCENTILES):
@@ -168,7 +172,7 @@ def plot_neighbours(
     ax_h.set_ylabel("words")
     who = f"{len(geometry):,} sampled words" if geometry.sampled else f"all {len(geometry):,} words"
     fig.suptitle(title or f"{_geometry_name(geometry)} over {who}", fontsize=10)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 # --------------------------------------------------------------------------------------

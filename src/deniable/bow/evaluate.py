@@ -33,8 +33,8 @@ import gzip
 import json
 import math
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +43,8 @@ import numpy.typing as npt
 import scipy.sparse as sp
 
 from .._errors import DataError, DeniableError, InvalidParameterError
-from .._progress import progress
-from .._validation import check_epsilon, check_int
+from .._validation import check_choice, check_epsilon, check_int
+from ..evaluate.results import ExperimentConfig, ExperimentProgress, ExperimentRandomness, Results, write_files
 from .compress import BinMap, frequency_bin_map, make_bin_map
 from .noise import TwoSidedGeometric
 from .pipeline import BowPrivatizer
@@ -53,6 +53,7 @@ from .vectorize import BowVectorizer, Vocabulary, count_words
 __all__ = [
     "DATASETS",
     "EVAL_STRATEGIES",
+    "KEYS",
     "EvalConfig",
     "chance_jaccard",
     "exclusivity",
@@ -272,52 +273,58 @@ def lsa_accuracy(
 
 
 # --------------------------------------------------------------------- the sweep
-@dataclass
-class EvalConfig:
-    """What to evaluate. Kept small by default: the machine may be shared."""
+@dataclass(frozen=True, kw_only=True)
+class EvalConfig(ExperimentConfig):
+    """What to evaluate. Kept small by default: the machine may be shared.
+
+    ``epsilons``, ``repeats`` and ``random_state`` are :class:`ExperimentConfig`'s. Repeat
+    ``r`` uses the seed ``random_state + r`` for the noise, the maps, LDA and the split
+    (``random_state=None``: seeds drawn from fresh, recorded entropy).
+    """
 
     dataset: str = "cfpb"
     data_dir: str = "../shared/data"
     n_docs: int = 1500
-    epsilons: tuple[float, ...] = (1.0, 3.0, 10.0)
-    precisions: tuple[float, ...] = (1.0, 3.0)
-    bins: tuple[int, ...] = (50, 200, 1000)
-    strategies: tuple[str, ...] = ("random", "frequency", "frequency-heldout", "frequency-data", "semantic")
+    epsilons: Sequence[float] = (1.0, 3.0, 10.0)
+    random_state: int | np.random.Generator | None = 0
+    precisions: Sequence[float] = (1.0, 3.0)
+    bins: Sequence[int] = (50, 200, 1000)
+    strategies: Sequence[str] = ("random", "frequency", "frequency-heldout", "frequency-data", "semantic")
     n_topics: int | None = None
     lda_iter: int = 10
     lda_doc_iter: int = 20
     top_n: int = 10
     vocab_size: int = 20000
-    seeds: tuple[int, ...] = (0,)
     test_fraction: float = 0.25
     skip_duplicate_ratios: bool = True
     max_nonzero: int = 3_000_000
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
-    def validate(self) -> None:
+    def __post_init__(self) -> None:
         """Check every field; raise InvalidParameterError naming the bad one."""
+        super().__post_init__()
         if self.dataset not in DATASETS:
             raise InvalidParameterError("dataset", self.dataset, "one of " + ", ".join(DATASETS))
         check_int("n_docs", self.n_docs, minimum=20)
-        for e in self.epsilons:
-            check_epsilon(e, "epsilons")
-        for p in self.precisions:
-            check_epsilon(p, "precisions")
-        for k in self.bins:
-            check_int("bins", k, minimum=2)
-        for s in self.strategies:
-            if s not in EVAL_STRATEGIES:
-                raise InvalidParameterError("strategies", s, "one of " + ", ".join(EVAL_STRATEGIES))
+        object.__setattr__(self, "precisions", tuple(check_epsilon(p, "precisions") for p in self.precisions))
+        object.__setattr__(self, "bins", tuple(check_int("bins", k, minimum=2) for k in self.bins))
+        object.__setattr__(
+            self, "strategies", tuple(check_choice("strategies", s, EVAL_STRATEGIES) for s in self.strategies)
+        )
         if self.n_topics is not None:
             check_int("n_topics", self.n_topics, minimum=2)
         check_int("lda_iter", self.lda_iter, minimum=1)
         check_int("lda_doc_iter", self.lda_doc_iter, minimum=1)
         check_int("max_nonzero", self.max_nonzero, minimum=1)
         check_int("top_n", self.top_n, minimum=2)
-        if not self.seeds:
-            raise InvalidParameterError("seeds", self.seeds, "at least one seed")
         if not 0.05 <= self.test_fraction <= 0.5:
             raise InvalidParameterError("test_fraction", self.test_fraction, "a number in [0.05, 0.5]")
+
+    def repeat_seeds(self, randomness: ExperimentRandomness) -> list[int]:
+        """The seed of each repeat: ``random_state + r``, or drawn from ``randomness`` without an int seed."""
+        if isinstance(self.random_state, int | np.integer):
+            return [int(self.random_state) + r for r in range(self.repeats)]
+        return [randomness.seed(r) for r in range(self.repeats)]
 
     def noise_settings(self) -> list[tuple[float, float]]:
         """(eps, N) pairs; only eps/N matters, so duplicate ratios are skipped by default."""
@@ -330,6 +337,12 @@ class EvalConfig:
                     continue
                 seen.add(r)
                 out.append((e, n))
+        return out
+
+    def settings(self, entropy: int) -> dict[str, Any]:
+        """The fields as JSON-able settings (``random_state``: the seed or the fresh entropy used)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["random_state"] = self.describe_random_state(entropy)
         return out
 
 
@@ -347,6 +360,13 @@ def _split(labels: Sequence[str], fraction: float, seed: int) -> npt.NDArray[np.
     return mask
 
 
+#: the setting of a bag-of-words run; the per-run columns besides the metrics
+KEYS = ("dataset", "kind", "strategy", "bins", "epsilon", "precision")
+_RUN_COLUMNS = ("documents", "topics", "eps_over_n", "seed", "seconds", "note")
+_METRICS = ("jaccard", "jaccard_bins", "jaccard_noise", "chance_bins", "exclusivity", "npmi", "accuracy", "snr")
+_ALL_METRICS = (*_METRICS, "majority")
+
+
 def run_evaluation(
     config: EvalConfig,
     *,
@@ -356,15 +376,15 @@ def run_evaluation(
     heldout: Sequence[str] | None = None,
     show_progress: bool | None = None,
     log: Callable[[str], None] | None = None,
-) -> list[dict[str, Any]]:
-    """Run the sweep and return one dict per (condition, seed).
+) -> Results:
+    """Run the sweep: one long row per (condition, repeat, metric), the setting in :data:`KEYS`.
 
     ``texts``/``labels`` override loading ``config.dataset`` from ``config.data_dir``;
     ``heldout`` (documents disjoint from them) is needed for ``frequency-heldout``.
     """
     require_sklearn()
-    config.validate()
-    say = log or (lambda s: None)
+    report = ExperimentProgress(show_progress, log)
+    randomness = config.randomness()
     if texts is None or labels is None:
         texts, labels = load_dataset(config.dataset, config.data_dir, config.n_docs, seed=0)
         if heldout is None and "frequency-heldout" in config.strategies:
@@ -384,90 +404,69 @@ def run_evaluation(
     heldout_freq = count_words([list(heldout)], vocab) + vocab.frequencies if heldout is not None else None
     settings = config.noise_settings()
     bins = [k for k in config.bins if k <= vocab.size]
-    n_conditions = len(config.seeds) * (
+    seeds = config.repeat_seeds(randomness)
+    n_conditions = len(seeds) * (
         2 + sum((1 + len(settings)) * (1 if s == "none" else len(bins)) for s in config.strategies)
     )
-    say(
+    report.say(
         f"{config.dataset}: {x.shape[0]:,} documents with counted words, vocabulary {vocab.size:,} "
         f"(coverage {n_counted / max(n_tok, 1):.1%} of word tokens incl. stop words), {n_topics} topics, "
         f"{n_conditions} fits"
     )
-    rows: list[dict[str, Any]] = []
-    base = {"dataset": config.dataset, "documents": int(x.shape[0]), "topics": n_topics}
+    results = Results(
+        config.dataset, KEYS, settings={**config.settings(randomness.entropy), "entropy": randomness.entropy}
+    )
     nan = math.nan
 
     def add(
         kind: str,
         strategy: str,
         k: int,
-        eps: float,
-        prec: float,
-        seed: int,
         t0: float,
-        metrics: dict[str, float],
-        acc: float,
+        metrics: Mapping[str, float] | None = None,
+        *,
+        eps: float = math.inf,
+        prec: float = nan,
+        acc: float = nan,
         note: str = "",
     ) -> None:
-        rows.append(
-            {
-                **base,
-                "kind": kind,
-                "strategy": strategy,
-                "bins": k,
-                "epsilon": eps,
-                "precision": prec,
-                "eps_over_n": eps / prec if kind == "private" else math.inf,
-                "seed": seed,
-                **metrics,
-                "accuracy": acc,
-                "majority": majority,
-                "seconds": time.perf_counter() - t0,
-                "note": note,
-            }
-        )
-        say(_row_line(rows[-1]))
+        run = {
+            "dataset": config.dataset,
+            "kind": kind,
+            "strategy": strategy,
+            "bins": k,
+            "epsilon": eps,
+            "precision": prec,
+            "repeat": repeat,
+            "documents": int(x.shape[0]),
+            "topics": n_topics,
+            "eps_over_n": eps / prec if kind == "private" else math.inf,
+            "seed": seed,
+            "seconds": time.perf_counter() - t0,
+            "note": note,
+        }
+        values = {m: (metrics or {}).get(m, nan) for m in _METRICS} | {"accuracy": acc, "majority": majority}
+        for metric, value in values.items():
+            results.add(**run, metric=metric, value=value)
+        report.say(_row_line(run | values))
         advance(1)
 
     def lda(counts: sp.spmatrix, seed: int) -> npt.NDArray[np.float64]:
         return fit_lda(counts, n_topics, max_iter=config.lda_iter, seed=seed, doc_iter=config.lda_doc_iter)
 
-    with progress(n_conditions, "evaluating", enabled=show_progress) as advance:
-        for seed in config.seeds:
+    with report.bar(n_conditions, "evaluating") as advance:
+        for repeat, seed in enumerate(seeds):  # noqa: B007 - read by add()
             train = _split(labels, config.test_fraction, seed)
             majority = majority_accuracy(labels, train)
             t0 = time.perf_counter()
             ref = lda(x, seed)
-            m_ref = _word_metrics(ref, ref, x, config.top_n)
-            add(
-                "reference",
-                "none",
-                vocab.size,
-                math.inf,
-                nan,
-                seed,
-                t0,
-                {**m_ref, "jaccard_bins": 1.0, "jaccard_noise": nan, "chance_bins": nan, "snr": math.inf},
-                lsa_accuracy(x, labels, train, seed=seed),
-            )
+            acc = lsa_accuracy(x, labels, train, seed=seed)
+            m_ref = {**_word_metrics(ref, ref, x, config.top_n), "jaccard_bins": 1.0, "snr": math.inf}
+            add("reference", "none", vocab.size, t0, m_ref, acc=acc)
             t0 = time.perf_counter()
             ref2 = lda(x, seed + 1000)
-            add(
-                "reference-reseeded",
-                "none",
-                vocab.size,
-                math.inf,
-                nan,
-                seed,
-                t0,
-                {
-                    **_word_metrics(ref, ref2, x, config.top_n),
-                    "jaccard_bins": nan,
-                    "jaccard_noise": nan,
-                    "chance_bins": nan,
-                    "snr": math.inf,
-                },
-                nan,
-            )
+            m_ref2 = {**_word_metrics(ref, ref2, x, config.top_n), "snr": math.inf}
+            add("reference-reseeded", "none", vocab.size, t0, m_ref2)
             for strategy in config.strategies:
                 for k in [vocab.size] if strategy == "none" else bins:
                     bmap = _bin_map(strategy, vocab, k, seed, data_freq, heldout_freq)
@@ -483,18 +482,14 @@ def run_evaluation(
                         "clean",
                         strategy,
                         k,
-                        math.inf,
-                        nan,
-                        seed,
                         t0,
                         {
                             **_word_metrics(ref, bmap.expand(clean_bins, weights), x, config.top_n),
                             "jaccard_bins": jaccard_top_words(ref_bins, clean_bins, config.top_n),
-                            "jaccard_noise": nan,
                             "chance_bins": chance,
                             "snr": math.inf,
                         },
-                        lsa_accuracy(c, labels, train, seed=seed),
+                        acc=lsa_accuracy(c, labels, train, seed=seed),
                     )
                     for eps, prec in settings:
                         t0 = time.perf_counter()
@@ -502,35 +497,33 @@ def run_evaluation(
                         # non-zero entries after clamping: the counts plus P(K >= 1) = alpha / (1 + alpha) of all
                         expected_nnz = c.nnz + c.shape[0] * k * mech.alpha / (1.0 + mech.alpha)
                         if expected_nnz > config.max_nonzero:
-                            say(
+                            report.say(
                                 f"  skipped private {strategy} k={k} eps={eps:g} N={prec:g}: about "
                                 f"{expected_nnz:,.0f} non-zero noisy entries > max_nonzero={config.max_nonzero:,}"
                             )
-                            skipped = dict.fromkeys((*_METRICS, "snr"), nan)
-                            add("private", strategy, k, eps, prec, seed, t0, skipped, nan, note="skipped: too dense")
+                            add("private", strategy, k, t0, eps=eps, prec=prec, note="skipped: too dense")
                             continue
                         noise_rng = np.random.default_rng([seed, round(eps * 1000), round(prec * 1000), k])
                         priv = BowPrivatizer(BowVectorizer(vocab), mech, bmap)
-                        m, report = priv.privatize_counts(x, noise_rng)
+                        m, noise = priv.privatize_counts(x, noise_rng)
                         phi_bins = lda(m, seed)
                         add(
                             "private",
                             strategy,
                             k,
-                            eps,
-                            prec,
-                            seed,
                             t0,
                             {
                                 **_word_metrics(ref, bmap.expand(phi_bins, weights), x, config.top_n),
                                 "jaccard_bins": jaccard_top_words(ref_bins, phi_bins, config.top_n),
                                 "jaccard_noise": jaccard_top_words(clean_bins, phi_bins, config.top_n),
                                 "chance_bins": chance,
-                                "snr": report.snr,
+                                "snr": noise.snr,
                             },
-                            lsa_accuracy(m, labels, train, seed=seed),
+                            eps=eps,
+                            prec=prec,
+                            acc=lsa_accuracy(m, labels, train, seed=seed),
                         )
-    return rows
+    return results
 
 
 def majority_accuracy(labels: Sequence[str], train: npt.NDArray[np.bool_]) -> float:
@@ -586,6 +579,7 @@ def _row_line(r: dict[str, Any]) -> str:
 
 
 # ------------------------------------------------------------------------ output
+#: the columns of results.csv: one row per (condition, seed), a column per metric
 _COLUMNS = [
     "dataset",
     "documents",
@@ -597,12 +591,7 @@ _COLUMNS = [
     "precision",
     "eps_over_n",
     "seed",
-    "jaccard",
-    "jaccard_bins",
-    "jaccard_noise",
-    "chance_bins",
-    "exclusivity",
-    "npmi",
+    *_METRICS[:-2],
     "accuracy",
     "majority",
     "snr",
@@ -612,38 +601,34 @@ _COLUMNS = [
 
 
 def write_results(
-    rows: Sequence[dict[str, Any]],
+    results: Results,
     folder: str | Path,
     config: EvalConfig | Sequence[EvalConfig] | None = None,
 ) -> list[Path]:
-    """``results.csv`` (all rows), ``results.md`` (mean over seeds), ``summary.md`` and ``config.json``."""
-    out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    with open(out / "results.csv", "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=_COLUMNS, extrasaction="ignore")
-        w.writeheader()
-        for r in rows:
-            w.writerow(r)
-    paths.append(out / "results.csv")
-    (out / "results.md").write_text(markdown_table(rows) + "\n", encoding="utf-8")
-    paths.append(out / "results.md")
-    (out / "summary.md").write_text(summary_tables(rows) + "\n", encoding="utf-8")
-    paths.append(out / "summary.md")
+    """``results.csv`` (one row per fit), ``results.md`` (mean over seeds), ``summary.md`` and ``config.json``
+    (the settings of ``results``, or of ``config`` when given)."""
+    json_files: dict[str, Any] = {}
     if config is not None:
         configs = [config] if isinstance(config, EvalConfig) else list(config)
-        payload: Any = asdict(configs[0]) if len(configs) == 1 else [asdict(c) for c in configs]
-        (out / "config.json").write_text(json.dumps(payload, indent=2, default=str) + "\n")
-        paths.append(out / "config.json")
-    return paths
+        payload: Any = [asdict(c) for c in configs]
+        json_files["config.json"] = payload[0] if len(payload) == 1 else payload
+    elif results.settings:
+        json_files["config.json"] = results.settings
+    written = write_files(
+        folder,
+        tables={"results.csv": (results.wide(extra=_RUN_COLUMNS), _COLUMNS)},
+        texts={"results.md": markdown_table(results), "summary.md": summary_tables(results)},
+        json_files=json_files,
+    )
+    return list(written.values())
 
 
 _INT_COLUMNS = ("documents", "topics", "bins", "seed")
 _TEXT_COLUMNS = ("dataset", "kind", "strategy", "note")
 
 
-def read_results(path: str | Path) -> list[dict[str, Any]]:
-    """Read a ``results.csv`` written by :func:`write_results` back into rows (to re-render tables and plots)."""
+def read_results(path: str | Path) -> Results:
+    """Read a ``results.csv`` written by :func:`write_results` back into results (to re-render tables and plots)."""
     p = Path(path)
     if not p.is_file():
         raise DataError(f"results file {p} does not exist")
@@ -666,8 +651,10 @@ def read_results(path: str | Path) -> list[dict[str, Any]]:
             except ValueError:
                 raise DataError(f"{p} line {lineno}: column {key!r} is not a number") from None
             row.setdefault("note", "")
+            row["repeat"] = row.get("seed", 0)
             rows.append(row)
-    return rows
+    name = rows[0]["dataset"] if rows else p.stem
+    return Results.from_wide(name, KEYS, rows, _ALL_METRICS)
 
 
 _SUMMARY_METRICS = (
@@ -678,13 +665,13 @@ _SUMMARY_METRICS = (
 )
 
 
-def summary_tables(rows: Sequence[dict[str, Any]], metrics: Sequence[str] | None = None) -> str:
+def summary_tables(results: Results, metrics: Sequence[str] | None = None) -> str:
     """Compact pivot tables: one per (dataset, metric), rows strategy x bins, columns clean then eps/N.
 
     Cells are means over seeds. The reference (clean, uncompressed) and the reseeded
     reference (how much LDA itself varies) are the first rows.
     """
-    agg = _aggregate(rows)
+    agg = _aggregate(results)
     wanted = [(m, t) for m, t in _SUMMARY_METRICS if metrics is None or m in metrics]
     out: list[str] = []
 
@@ -724,44 +711,48 @@ def summary_tables(rows: Sequence[dict[str, Any]], metrics: Sequence[str] | None
                     cells.append(cell(priv[metric], priv["note"]) if priv else "–")
                 out.append(f"| {strategy} | {k} | " + " | ".join(cells) + " |")
             if metric == "accuracy":
-                maj = next((r.get("majority", math.nan) for r in rows if r["dataset"] == dataset), math.nan)
-                out.append(f"\nmajority-class accuracy: {maj:.3f}")
+                out.append(f"\nmajority-class accuracy: {_majority(agg, dataset):.3f}")
             out.append("")
     return "\n".join(out).rstrip()
 
 
-_METRICS = ("jaccard", "jaccard_bins", "jaccard_noise", "chance_bins", "exclusivity", "npmi", "accuracy", "snr")
+def _aggregate(results: Results) -> list[dict[str, Any]]:
+    """One dict per setting: each metric's mean over seeds and ``<metric>_sd`` (from :meth:`Results.summary`)."""
+    notes: dict[tuple[Any, ...], set[str]] = {}
+    for r in results.rows:
+        notes.setdefault(tuple(str(r[k]) for k in KEYS), set()).add(r.get("note", ""))
+    out: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for s in results.summary():
+        key = tuple(str(s[k]) for k in KEYS)
+        agg = out.get(key)
+        if agg is None:
+            agg = {k: s[k] for k in KEYS}
+            agg["eps_over_n"] = s["epsilon"] / s["precision"] if s["kind"] == "private" else math.inf
+            agg["note"] = "; ".join(sorted(notes.get(key, set()) - {""}))
+            agg["seeds"] = 0
+            out[key] = agg
+        agg[s["metric"]] = s["mean"]
+        agg[s["metric"] + "_sd"] = s["sd"]
+        agg["seeds"] = max(agg["seeds"], s["n"])
+    for agg in out.values():
+        for m in _ALL_METRICS:
+            agg.setdefault(m, math.nan)
+            agg.setdefault(m + "_sd", math.nan)
+    return list(out.values())
 
 
-def _aggregate(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    for r in rows:
-        key = (r["dataset"], r["kind"], r["strategy"], r["bins"], r["epsilon"], r["precision"])
-        groups.setdefault(key, []).append(r)
-    out = []
-    for key, rs in groups.items():
-        agg = dict(zip(("dataset", "kind", "strategy", "bins", "epsilon", "precision"), key, strict=True))
-        agg["eps_over_n"] = rs[0]["eps_over_n"]
-        agg["seeds"] = len(rs)
-        agg["note"] = "; ".join(sorted({r.get("note", "") for r in rs} - {""}))
-        for m in _METRICS:
-            vals = np.array([r[m] for r in rs], dtype=np.float64)
-            agg[m] = float(np.nanmean(vals)) if np.any(~np.isnan(vals)) else math.nan
-            finite = vals[np.isfinite(vals)]
-            agg[m + "_sd"] = float(np.std(finite)) if finite.size > 1 else math.nan
-        out.append(agg)
-    return out
+def _majority(agg: Sequence[Mapping[str, Any]], dataset: str) -> float:
+    return next((float(a["majority"]) for a in agg if a["dataset"] == dataset), math.nan)
 
 
-def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
+def markdown_table(results: Results) -> str:
     """Mean over seeds (± standard deviation when there are several) as a markdown table."""
-    agg = _aggregate(rows)
+    agg = _aggregate(results)
     head = (
         "| dataset | kind | strategy | bins | eps | N | eps/N | Jaccard words | Jaccard bins | "
         "Jaccard vs clean bins | chance (bins) | exclusivity | NPMI | accuracy | signal/noise |"
     )
     lines = [head, "|" + "---|" * 15]
-    majority = {r["dataset"]: r.get("majority", math.nan) for r in rows}
 
     def f(v: float, sd: float = math.nan) -> str:
         if isinstance(v, float) and math.isnan(v):
@@ -785,7 +776,8 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
             f"{f(a['exclusivity'], a['exclusivity_sd'])} | {f(a['npmi'], a['npmi_sd'])} | "
             f"{f(a['accuracy'], a['accuracy_sd'])} | {snr(a['snr'], a['note'])} |"
         )
-    notes = [f"{d}: majority-class accuracy {m:.3f}" for d, m in majority.items() if not math.isnan(m)]
+    datasets = dict.fromkeys(a["dataset"] for a in agg)
+    notes = [f"{d}: majority-class accuracy {m:.3f}" for d in datasets if not math.isnan(m := _majority(agg, d))]
     return "\n".join(lines + (["", *notes] if notes else []))
 
 
@@ -799,7 +791,7 @@ _PLOT_LABELS = {
 }
 
 
-def plot_results(rows: Sequence[dict[str, Any]], folder: str | Path) -> list[Path]:
+def plot_results(results: Results, folder: str | Path) -> list[Path]:
     """One PNG per dataset: each metric against eps/N, one panel per k, a line per strategy.
 
     Dashed lines: the clean compressed baseline of each strategy. Dotted black: the
@@ -807,19 +799,16 @@ def plot_results(rows: Sequence[dict[str, Any]], folder: str | Path) -> list[Pat
     with another LDA seed (1.0 against itself says nothing); dash-dot grey: chance
     (Jaccard of top bins) or the majority class (accuracy).
     """
-    try:
-        import matplotlib
+    from matplotlib import rcParams
+    from matplotlib.ticker import NullFormatter
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.ticker import NullFormatter
-    except ImportError:  # pragma: no cover - depends on the install
-        raise DeniableError("plots need matplotlib: pip install 'deniable[report]'") from None
+    from ..report import new_figure, save_figure
+
     out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
-    agg = _aggregate(rows)
+    agg = _aggregate(results)
     paths = []
     metrics = tuple(_PLOT_LABELS)
+    colors = rcParams["axes.prop_cycle"].by_key()["color"]
     for dataset in sorted({a["dataset"] for a in agg}):
         ds = [a for a in agg if a["dataset"] == dataset]
         ks = sorted({a["bins"] for a in ds if a["kind"] in ("private", "clean") and a["strategy"] != "none"})
@@ -828,10 +817,10 @@ def plot_results(rows: Sequence[dict[str, Any]], folder: str | Path) -> list[Pat
         strategies = sorted({a["strategy"] for a in ds if a["kind"] == "private" and a["strategy"] != "none"})
         ref = next((a for a in ds if a["kind"] == "reference"), None)
         reseeded = next((a for a in ds if a["kind"] == "reference-reseeded"), None)
-        majority = next((r.get("majority", math.nan) for r in rows if r["dataset"] == dataset), math.nan)
+        majority = _majority(agg, dataset)
         ratios = sorted({a["eps_over_n"] for a in ds if a["kind"] == "private"})
-        fig, axes = plt.subplots(len(metrics), len(ks), figsize=(3.6 * len(ks), 2.5 * len(metrics)), squeeze=False)
-        colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        fig = new_figure(3.6 * len(ks), 2.5 * len(metrics))
+        axes = fig.subplots(len(metrics), len(ks), squeeze=False)
         for j, k in enumerate(ks):
             for i, metric in enumerate(metrics):
                 ax = axes[i][j]
@@ -871,9 +860,5 @@ def plot_results(rows: Sequence[dict[str, Any]], folder: str | Path) -> list[Pat
                 if j == 0 and i in (0, 1, len(metrics) - 1):
                     ax.legend(fontsize=6)
         fig.suptitle(f"{dataset}: LPLP bag-of-words utility against eps/N (dashed: clean compressed)", fontsize=10)
-        fig.tight_layout(rect=(0, 0, 1, 0.98))
-        path = out / f"{dataset}.png"
-        fig.savefig(path, dpi=72)
-        plt.close(fig)
-        paths.append(path)
+        paths.append(save_figure(fig, out / f"{dataset}.png", dpi=72))
     return paths

@@ -363,7 +363,12 @@ def evaluate_cmd(
             "non-zero entries than this (little compression at small eps/N).",
         ),
     ] = 3_000_000,
-    seeds: Annotated[str, typer.Option("--seeds", help="Comma-separated seeds (noise, maps, LDA, split).")] = "0",
+    seeds: Annotated[
+        str,
+        typer.Option(
+            "--seeds", help="Consecutive seeds, one per repeat: 0,1,2 = seed 0, 3 repeats (noise, maps, LDA, split)."
+        ),
+    ] = "0",
     vocab_size: Annotated[
         int, typer.Option("--vocab-size", help="Public vocabulary size (GloVe order, minus stop words).")
     ] = 20000,
@@ -387,7 +392,6 @@ def evaluate_cmd(
     from ..bow.evaluate import (
         DATASETS,
         EvalConfig,
-        plot_results,
         read_results,
         require_sklearn,
         run_evaluation,
@@ -395,14 +399,10 @@ def evaluate_cmd(
     )
 
     if from_results is not None:
-        rows = read_results(from_results)
         if Path(from_results).resolve() == (Path(output) / "results.csv").resolve():
             raise InvalidParameterError("--output", output, "another folder than the one holding --from-results")
-        paths = write_results(rows, output)
-        if plots:
-            paths += plot_results(rows, output)
-        if not quiet:
-            err.print("wrote " + ", ".join(str(p) for p in paths), highlight=False)
+        previous = read_results(from_results)
+        _finish(previous, output, write_results(previous, output), plots=plots, quiet=quiet)
         return
     require_sklearn()
     names = dataset or ["cfpb"]
@@ -412,7 +412,10 @@ def evaluate_cmd(
     root = data_dir or os.environ.get("DENIABLE_DATA") or "../shared/data"
     if not Path(root).is_dir():
         raise DataError(f"data folder {root} does not exist (pass --data-dir or set DENIABLE_DATA)")
-    all_rows: list[dict[str, Any]] = []
+    seed_list = _ints("--seeds", seeds, 0)
+    if seed_list != list(range(seed_list[0], seed_list[0] + len(seed_list))):
+        raise InvalidParameterError("--seeds", seeds, "consecutive seeds, e.g. 0 or 0,1,2 (repeat r uses seed s0 + r)")
+    results = None
     configs: list[EvalConfig] = []
     strat = tuple(s.strip() for s in strategies.split(",") if s.strip())
     for name in names:
@@ -420,23 +423,32 @@ def evaluate_cmd(
             dataset=name,
             data_dir=str(root),
             n_docs=docs,
-            epsilons=tuple(_floats("--epsilons", epsilons)),
-            precisions=tuple(_floats("--precisions", precisions)),
-            bins=tuple(_ints("--bins", bins, 2)),
+            epsilons=_floats("--epsilons", epsilons),
+            precisions=_floats("--precisions", precisions),
+            bins=_ints("--bins", bins, 2),
             strategies=strat,
             n_topics=topics,
             lda_iter=lda_iter,
             lda_doc_iter=lda_doc_iter,
             max_nonzero=max_nonzero,
             vocab_size=vocab_size,
-            seeds=tuple(_ints("--seeds", seeds, 0)),
+            random_state=seed_list[0],
+            repeats=len(seed_list),
         )
-        cfg.validate()
-        rows = run_evaluation(cfg, log=None if quiet else (lambda s: err.print(s, highlight=False)))
-        all_rows.extend(rows)
+        res = run_evaluation(cfg, log=None if quiet else (lambda s: err.print(s, highlight=False)))
+        if results is None:
+            results = res
+        else:
+            results.extend(res)
         configs.append(cfg)
-        paths = write_results(all_rows, output, configs)  # after each data set: partial results survive
+        paths = write_results(results, output, configs)  # after each data set: partial results survive
+    _finish(results, output, paths, plots=plots, quiet=quiet)
+
+
+def _finish(results: Any, output: str, paths: list[Path], *, plots: bool, quiet: bool) -> None:
+    from ..bow.evaluate import plot_results
+
     if plots:
-        paths += plot_results(all_rows, output)
+        paths += plot_results(results, output)
     if not quiet:
         err.print("wrote " + ", ".join(str(p) for p in paths), highlight=False)

@@ -192,7 +192,7 @@ def evaluate_cmd(
             models=models,
             modes=modes,
             repeats=repeats,
-            seed=seed,
+            random_state=seed,
             train_size=train_size,
             test_size=test_size,
             membership=membership,

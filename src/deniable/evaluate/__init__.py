@@ -6,7 +6,10 @@
   classifier, the attack MLP, a TF-IDF answer ranker;
 - :mod:`~deniable.evaluate.membership`: the shadow-model attack of seed 004 App. C;
 - :mod:`~deniable.evaluate.harness`: the grid over mechanisms x epsilons x repeats;
-- :mod:`~deniable.evaluate.output`: CSV, markdown and plots.
+- :mod:`~deniable.evaluate.output`: the text tasks' tables and plots;
+- :mod:`~deniable.evaluate.results`: what every experiment (this harness and the
+  bag-of-words topic evaluation, :mod:`deniable.bow.evaluate`) shares: the config base,
+  the random streams, the results type, the file writer and the progress display.
 
 scikit-learn (``pip install 'deniable[eval]'``) and matplotlib (``deniable[report]``)
 are imported only when used.
@@ -20,6 +23,7 @@ from .membership import MembershipResult, membership_inference, shadow_attack, t
 from .metrics import accuracy, auc, auc_interval, ranking_scores, t_interval
 from .models import MODELS, FastTextClassifier, TfidfLogistic, TfidfRanker, attack_model, make_model
 from .output import markdown_table, plot_metric, write_results
+from .results import ExperimentConfig, ExperimentProgress, ExperimentRandomness, Results, write_files
 
 __all__ = [
     "MODELS",
@@ -27,9 +31,13 @@ __all__ = [
     "RECIPES",
     "EvaluationConfig",
     "EvaluationResult",
+    "ExperimentConfig",
+    "ExperimentProgress",
+    "ExperimentRandomness",
     "FastTextClassifier",
     "MembershipResult",
     "QAPairs",
+    "Results",
     "Split",
     "TaskData",
     "TfidfLogistic",
@@ -53,5 +61,6 @@ __all__ = [
     "summarize",
     "t_interval",
     "train_attack",
+    "write_files",
     "write_results",
 ]

@@ -20,8 +20,10 @@ repeat the AUC rows carry the Hanley-McNeil interval of that run instead.
 ``max_words`` cuts every text (train and test sides alike) after its first
 ``max_words`` word tokens: a documented way to make privatization affordable.
 
-Seeds: an evaluation releases nothing, so a fixed ``seed`` (reproducible splits,
-noise and model initialisations) is fine here; ``seed=None`` draws fresh entropy.
+Randomness: an evaluation releases nothing, so an int ``random_state`` (reproducible
+splits, noise and model initialisations) is fine here and warns nothing;
+``random_state=None`` draws fresh entropy, recorded in the results
+(:class:`~deniable.evaluate.results.ExperimentRandomness`).
 
 For answer ranking (InsuranceQA) the model is a TF-IDF cosine ranker, TR1 is the
 training side's (question, answer) pairs and TE1 the test side's questions with at
@@ -41,16 +43,16 @@ from typing import Any
 import numpy as np
 
 from .._errors import InvalidParameterError
-from .._progress import progress
-from .._validation import check_choice, check_epsilon, check_int
+from .._validation import check_choice, check_int
 from ..embedding import Embedding
 from ..mechanisms.base import Mechanism
 from ..privatizer import OOV_POLICIES, Privatizer, PrivatizeStats
-from ..text import WORD_PATTERN
+from ..text import split as split_words
 from .data import QAPairs, Split, TaskData
 from .membership import membership_inference, shadow_attack
-from .metrics import accuracy, ranking_scores, t_interval
+from .metrics import accuracy, ranking_scores
 from .models import TextClassifier, TfidfRanker, check_model_names, make_model
+from .results import ExperimentConfig, ExperimentProgress, Results
 
 __all__ = [
     "MODES",
@@ -88,16 +90,15 @@ def mechanism_factories(
     return out
 
 
-@dataclass(frozen=True)
-class EvaluationConfig:
-    """What to evaluate. ``mechanisms`` maps a name to a factory ``(embedding, eps) -> Mechanism``."""
+@dataclass(frozen=True, kw_only=True)
+class EvaluationConfig(ExperimentConfig):
+    """What to evaluate. ``mechanisms`` maps a name to a factory ``(embedding, eps) -> Mechanism``;
+    ``epsilons``, ``repeats`` and ``random_state`` are :class:`ExperimentConfig`'s."""
 
     mechanisms: Mapping[str, MechanismFactory]
-    epsilons: Sequence[float]
+    repeats: int = 3
     models: Sequence[str] = ("fasttext",)
     modes: Sequence[str] = MODES
-    repeats: int = 3
-    seed: int | None = None
     train_size: int | None = None
     test_size: int | None = None
     membership: bool = True
@@ -111,15 +112,12 @@ class EvaluationConfig:
     def __post_init__(self) -> None:
         if not self.mechanisms:
             raise InvalidParameterError("mechanisms", "none", "at least one mechanism")
-        if not self.epsilons:
-            raise InvalidParameterError("epsilons", "none", "at least one epsilon")
-        object.__setattr__(self, "epsilons", tuple(check_epsilon(e, "epsilon") for e in self.epsilons))
+        super().__post_init__()
         object.__setattr__(self, "models", tuple(check_model_names(list(self.models))))
         modes = tuple(check_choice("mode", m, MODES) for m in self.modes)
         if not modes:
             raise InvalidParameterError("mode", "none", "train, test or both")
         object.__setattr__(self, "modes", modes)
-        check_int("repeats", self.repeats)
         for name in ("train_size", "test_size"):
             v = getattr(self, name)
             if v is not None:
@@ -131,80 +129,47 @@ class EvaluationConfig:
         check_choice("oov", self.oov, OOV_POLICIES)
 
 
-@dataclass
-class EvaluationResult:
-    """Per-run rows (one per repeat and metric) and the settings that produced them."""
+#: The results of :func:`run_evaluation` (the one results type of every experiment).
+EvaluationResult = Results
+KEYS = ("model", "mechanism", "epsilon", "mode")
 
-    task: str
-    kind: str
-    embedding: str
-    config: EvaluationConfig
-    rows: list[dict[str, Any]]
-    seed_entropy: int
-    notes: list[str] = field(default_factory=list)
 
-    def summary(self) -> list[dict[str, Any]]:
-        return summarize(self.rows)
+_MODE_ORDER = {"clean": 0, "train": 1, "test": 2}
+
+
+def _summary_order(r: Mapping[str, Any]) -> tuple[Any, ...]:
+    """Per model and metric: the clean baseline first, then mechanism, mode, epsilon."""
+    eps = r["epsilon"]
+    return (
+        r["model"],
+        r["metric"],
+        r["mechanism"] != "none",
+        r["mechanism"],
+        _MODE_ORDER.get(r["mode"], 9),
+        -1.0 if math.isnan(eps) else eps,
+    )
+
+
+def _results(name: str, rows: list[dict[str, Any]], **kw: Any) -> Results:
+    return Results(name, KEYS, rows, order=_summary_order, own_interval="Hanley-McNeil (one run)", **kw)
 
 
 def summarize(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Mean and 95% interval per (model, mechanism, epsilon, mode, metric)."""
-    groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
-    for r in rows:
-        key = (r["model"], r["mechanism"], r["epsilon"], r["mode"], r["metric"])
-        groups.setdefault(key, []).append(r)
-    out = []
-    for (model, mech, eps, mode, metric), rs in groups.items():
-        vals = [float(r["value"]) for r in rs]
-        mean, lo, hi = t_interval(vals)
-        how = "t over repeats"
-        if len(vals) == 1 and not math.isnan(float(rs[0].get("ci_low", math.nan))):
-            lo, hi, how = float(rs[0]["ci_low"]), float(rs[0]["ci_high"]), "Hanley-McNeil (one run)"
-        elif len(vals) < 2:
-            how = "none (one run)"
-        out.append(
-            {
-                "model": model,
-                "mechanism": mech,
-                "epsilon": eps,
-                "mode": mode,
-                "metric": metric,
-                "n": len(vals),
-                "mean": mean,
-                "ci_low": lo,
-                "ci_high": hi,
-                "ci": how,
-            }
-        )
-    order = {"clean": 0, "train": 1, "test": 2}
-    out.sort(
-        key=lambda r: (
-            r["model"],
-            r["metric"],
-            r["mechanism"] != "none",
-            r["mechanism"],
-            order.get(r["mode"], 9),
-            -1.0 if math.isnan(r["epsilon"]) else r["epsilon"],
-        )
-    )
-    return out
+    """Mean and 95% interval per (model, mechanism, epsilon, mode, metric), the clean baseline first."""
+    return _results("", [dict(r) for r in rows]).summary()
 
 
 # ----------------------------------------------------------------------------- helpers
 class _Run:
     """Shared state of one evaluation (progress, rows, privatization)."""
 
-    def __init__(self, task: TaskData, emb: Embedding, cfg: EvaluationConfig, show: bool | None) -> None:
-        self.task, self.emb, self.cfg, self.show = task, emb, cfg, show
+    def __init__(self, task: TaskData, emb: Embedding, cfg: EvaluationConfig, report: ExperimentProgress) -> None:
+        self.task, self.emb, self.cfg, self.report = task, emb, cfg, report
         self.rows: list[dict[str, Any]] = []
-        ss = np.random.SeedSequence(cfg.seed)
-        self.entropy = int(ss.entropy)  # type: ignore[arg-type]
-
-    def rng(self, *key: int) -> np.random.Generator:
-        return np.random.default_rng(np.random.SeedSequence([self.entropy, *key]))
-
-    def seed_of(self, *key: int) -> int:
-        return int(self.rng(*key).integers(2**31 - 1))
+        randomness = cfg.randomness()
+        self.entropy = randomness.entropy
+        self.rng = randomness.generator
+        self.seed_of = randomness.seed
 
     def row(self, **kw: Any) -> None:
         base = {
@@ -235,7 +200,7 @@ class _Run:
         stats = PrivatizeStats()
         t0 = time.perf_counter()
         step = self.cfg.batch_texts
-        with progress(len(texts), what, enabled=self.show) as advance:
+        with self.report.bar(len(texts), what) as advance:
             for i in range(0, len(texts), step):
                 part, st = privatizer.privatize_batch_with_stats(texts[i : i + step], rng)
                 out.extend(part)
@@ -248,7 +213,7 @@ def truncate_words(texts: Sequence[str], max_words: int) -> list[str]:
     """Each text cut after its first ``max_words`` word tokens (the separator after the last one is dropped)."""
     out = []
     for t in texts:
-        parts = WORD_PATTERN.split(t)
+        parts = split_words(t)
         out.append(t if len(parts) <= 2 * max_words + 1 else "".join(parts[: 2 * max_words]))
     return out
 
@@ -453,12 +418,17 @@ def _ranking(run: _Run) -> list[str]:
 
 
 def run_evaluation(
-    task: TaskData, embedding: Embedding, config: EvaluationConfig, *, show_progress: bool | None = None
-) -> EvaluationResult:
+    task: TaskData,
+    embedding: Embedding,
+    config: EvaluationConfig,
+    *,
+    show_progress: bool | None = None,
+    log: Callable[[str], None] | None = None,
+) -> Results:
     """Run the whole grid; see the module docstring for the protocol."""
     if not isinstance(embedding, Embedding):
         raise InvalidParameterError("embedding", type(embedding).__name__, "a deniable.Embedding")
-    run = _Run(task, embedding, config, show_progress)
+    run = _Run(task, embedding, config, ExperimentProgress(show_progress, log))
     notes: list[str] = []
     if task.kind == "ranking":
         notes = _ranking(run)
@@ -466,4 +436,22 @@ def run_evaluation(
         if len(task.classes) < 2:
             raise InvalidParameterError("task", task.name, "labelled data with at least two classes")
         _classification(run)
-    return EvaluationResult(task.name, task.kind, embedding.name, config, run.rows, run.entropy, notes)
+    cfg = config
+    settings = {
+        "task": task.name,
+        "kind": task.kind,
+        "embedding": embedding.name,
+        "mechanisms": list(cfg.mechanisms),
+        "epsilons": list(cfg.epsilons),
+        "models": list(cfg.models) if task.kind == "classification" else ["tfidf-ranker"],
+        "modes": list(cfg.modes),
+        "repeats": cfg.repeats,
+        "seed": cfg.describe_random_state(run.entropy),
+        "entropy": run.entropy,
+        "train_size": cfg.train_size,
+        "test_size": cfg.test_size,
+        "membership": cfg.membership and task.kind == "classification",
+        "oov": cfg.oov,
+        "max_words": cfg.max_words,
+    }
+    return _results(task.name, run.rows, settings=settings, notes=notes)

@@ -27,6 +27,7 @@ import scipy.sparse as sp
 
 from .._errors import DeniableError, InvalidParameterError
 from .._validation import check_choice, check_int, check_positive
+from ..text import words
 
 __all__ = [
     "MODELS",
@@ -38,7 +39,8 @@ __all__ = [
     "make_model",
 ]
 
-TOKEN_PATTERN = r"(?u)[^\W_]+"  # the tokenizer's notion of a word (deniable.text.WORD_PATTERN)
+#: scikit-learn vectorizers split text with the library's tokenizer (deniable.text.words)
+_TOKENS: dict[str, Any] = {"tokenizer": words, "token_pattern": None}
 
 
 def _sklearn() -> Any:
@@ -98,7 +100,7 @@ class TfidfLogistic:
         seen = np.unique(y)
         self._seen = seen
         vec = TfidfVectorizer(
-            token_pattern=TOKEN_PATTERN,
+            **_TOKENS,
             ngram_range=(1, self.ngram_max),
             sublinear_tf=True,
             max_features=self.max_features,
@@ -156,7 +158,7 @@ class FastTextClassifier:
             from sklearn.feature_extraction.text import HashingVectorizer
 
             self._vec = HashingVectorizer(
-                token_pattern=TOKEN_PATTERN,
+                **_TOKENS,
                 ngram_range=(1, self.ngram_max),
                 n_features=self.buckets,
                 alternate_sign=False,
@@ -292,9 +294,9 @@ class TfidfRanker:
 
         if not texts:
             raise InvalidParameterError("texts", 0, "at least one training text")
-        self._vec = TfidfVectorizer(
-            token_pattern=TOKEN_PATTERN, ngram_range=(1, self.ngram_max), sublinear_tf=self.sublinear_tf
-        ).fit(list(texts))
+        self._vec = TfidfVectorizer(**_TOKENS, ngram_range=(1, self.ngram_max), sublinear_tf=self.sublinear_tf).fit(
+            list(texts)
+        )
         return self
 
     def score(self, questions: Sequence[str], answers: Sequence[str]) -> np.ndarray:

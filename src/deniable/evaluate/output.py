@@ -1,9 +1,11 @@
-"""Write an evaluation's results: raw rows and summary (CSV), a markdown table, JSON settings, PNG plots."""
+"""A text-task evaluation's files: runs and summary (CSV), a markdown table, JSON settings, PNG plots.
+
+The files are written by the shared writer of :mod:`deniable.evaluate.results`; this
+module holds what is particular to text tasks (the table layout and the plots).
+"""
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -11,23 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import DataError
-from .harness import EvaluationResult
+from .results import Results, format_interval, write_files
 
 __all__ = ["markdown_table", "plot_metric", "write_results"]
 
 _METRIC_LABEL = {"accuracy": "accuracy", "mia_auc": "MIA AUC", "map": "MAP", "mrr": "MRR"}
 _MODE_LABEL = {"train": "training time", "test": "test time", "clean": "clean"}
 _COLORS = ("#4C72B0", "#C44E52", "#55A868", "#8172B2", "#CCB974", "#64B5CD")
-
-
-def _fmt(mean: float, lo: float, hi: float) -> str:
-    """``mean [lo, hi]``; the interval is clipped to [0, 1], the range of every metric here."""
-    if math.isnan(mean):
-        return ""
-    if math.isnan(lo):
-        return f"{mean:.3f}"
-    return f"{mean:.3f} [{max(lo, 0.0):.3f}, {min(hi, 1.0):.3f}]"
 
 
 def markdown_table(summary: Sequence[Mapping[str, Any]]) -> str:
@@ -40,7 +32,7 @@ def markdown_table(summary: Sequence[Mapping[str, Any]]) -> str:
         if col not in cols:
             cols.append(col)
         key = (s["model"], "clean" if s["mechanism"] == "none" else s["mechanism"], s["epsilon"])
-        rows.setdefault(key, {})[col] = _fmt(s["mean"], s["ci_low"], s["ci_high"])
+        rows.setdefault(key, {})[col] = format_interval(s["mean"], s["ci_low"], s["ci_high"])
     order = {"accuracy": 0, "map": 0, "mrr": 1, "mia_auc": 2}
     mode_order = {"clean": 0, "train": 1, "test": 2}
     cols.sort(key=lambda c: (order.get(c[0], 9), mode_order.get(c[1], 9)))
@@ -80,13 +72,13 @@ def markdown_table(summary: Sequence[Mapping[str, Any]]) -> str:
 def plot_metric(summary: Sequence[Mapping[str, Any]], metric: str, path: str | Path, *, title: str = "") -> Path | None:
     """``metric`` against epsilon (log scale), one panel per model, a line (with 95% band) per mechanism and
     mode, the clean baseline as a horizontal line with its band. None when there is nothing to plot."""
-    from ..report import _figure, _save
+    from ..report import new_figure, save_figure
 
     rows = [s for s in summary if s["metric"] == metric]
     if not rows:
         return None
     models = sorted({s["model"] for s in rows})
-    fig = _figure(4.6 * len(models) + 0.4, 3.6)
+    fig = new_figure(4.6 * len(models) + 0.4, 3.6)
     axes = fig.subplots(1, len(models), squeeze=False)[0]
     for ax, model in zip(axes, models, strict=True):
         mine = [s for s in rows if s["model"] == model]
@@ -122,104 +114,74 @@ def plot_metric(summary: Sequence[Mapping[str, Any]], metric: str, path: str | P
         ax.legend(fontsize=7)
     if title:
         fig.suptitle(title, fontsize=10)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
-def _cell(v: Any) -> Any:
-    if isinstance(v, float):
-        return "" if math.isnan(v) else f"{v:.6g}"
-    return v
-
-
-def _write_csv(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
-    if not rows:
-        raise DataError("no results to write")
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: _cell(v) for k, v in r.items()})
-
-
-def write_results(
-    result: EvaluationResult, folder: str | Path, *, plots: bool = True, command: str = ""
-) -> dict[str, Path]:
+def write_results(result: Results, folder: str | Path, *, plots: bool = True, command: str = "") -> dict[str, Path]:
     """Write ``runs.csv`` (one row per repeat and metric), ``results.csv`` (summary), ``results.md``,
     ``settings.json`` and, with ``plots``, ``<metric>.png`` files. Returns the paths by name."""
     out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
     summary = result.summary()
-    paths = {
-        "runs": out / "runs.csv",
-        "results": out / "results.csv",
-        "markdown": out / "results.md",
-        "settings": out / "settings.json",
-    }
-    _write_csv(result.rows, paths["runs"])
-    _write_csv(summary, paths["results"])
-    cfg = result.config
-    settings = {
-        "task": result.task,
-        "kind": result.kind,
-        "embedding": result.embedding,
-        "mechanisms": list(cfg.mechanisms),
-        "epsilons": list(cfg.epsilons),
-        "models": list(cfg.models) if result.kind == "classification" else ["tfidf-ranker"],
-        "modes": list(cfg.modes),
-        "repeats": cfg.repeats,
-        "seed": cfg.seed if cfg.seed is not None else f"none (fresh entropy {result.seed_entropy})",
-        "train_size": cfg.train_size,
-        "test_size": cfg.test_size,
-        "membership": cfg.membership and result.kind == "classification",
-        "oov": cfg.oov,
-        "command": command,
-        "notes": result.notes,
-    }
-    paths["settings"].write_text(json.dumps(settings, indent=2, default=str), encoding="utf-8")
-    md = [f"# Evaluation: {result.task} with {result.embedding}", ""]
+    st = result.settings
+    settings = {**st, "command": command, "notes": result.notes}
+    md = [f"# Evaluation: {result.name} with {st.get('embedding', '')}", ""]
     if command:
         md += ["```", command, "```", ""]
     n_train = max((int(r["n_train"]) for r in result.rows), default=0)
     n_test = max((int(r["n_test"]) for r in result.rows), default=0)
     md += [
-        f"- mechanisms: {', '.join(cfg.mechanisms)}; epsilons: {', '.join(f'{e:g}' for e in cfg.epsilons)}",
-        f"- repeats: {cfg.repeats}; seed: {settings['seed']} (evaluation only: nothing is released)",
+        f"- mechanisms: {', '.join(st['mechanisms'])}; epsilons: {', '.join(f'{e:g}' for e in st['epsilons'])}",
+        f"- repeats: {st['repeats']}; seed: {st['seed']} (evaluation only: nothing is released)",
         f"- rows per repeat: {n_train:,} training (TR1), {n_test:,} test (TE1)"
-        + ("; membership inference with TR2 / TE2 of the same sizes" if settings["membership"] else ""),
+        + ("; membership inference with TR2 / TE2 of the same sizes" if st["membership"] else ""),
         "- cells: mean [95% CI]; CI = Student-t over repeats, clipped to [0, 1] (with one repeat: Hanley-McNeil "
         "for the AUC, none for accuracy)",
         *(f"- note: {n}" for n in result.notes),
         "",
         markdown_table(summary),
     ]
-    tok = [r for r in result.rows if r["tokens"]]
-    if tok:
-        md += ["", "Privatization speed (tokens / s, all repeats):", ""]
-        md += ["| mechanism | ε | tokens | changed | OOV | tokens/s |", "|---|---|---|---|---|---|"]
-        seen: dict[tuple[str, float], list[Mapping[str, Any]]] = {}
-        done: set[tuple[str, float, int, float]] = set()
-        for r in tok:
-            key = (r["mechanism"], r["epsilon"], r["repeat"], r["privatize_seconds"])
-            if key in done:
-                continue
-            done.add(key)
-            seen.setdefault((r["mechanism"], r["epsilon"]), []).append(r)
-        for (mech, eps), rs in seen.items():
-            n = sum(int(r["tokens"]) for r in rs)
-            sec = sum(float(r["privatize_seconds"]) for r in rs)
-            ch = float(np.mean([r["changed_rate"] for r in rs]))
-            oov = float(np.mean([r["oov_rate"] for r in rs]))
-            md.append(f"| {mech} | {eps:g} | {n:,} | {ch:.1%} | {oov:.1%} | {n / sec if sec else math.nan:,.0f} |")
+    md += _speed_table(result.rows)
+    paths: dict[str, Path] = {}
     if plots:
         for metric in ("accuracy", "map", "mrr", "mia_auc"):
             p = plot_metric(
                 summary,
                 metric,
                 out / f"{metric}.png",
-                title=f"{result.task}: {_METRIC_LABEL[metric]} against epsilon ({result.embedding})",
+                title=f"{result.name}: {_METRIC_LABEL[metric]} against epsilon ({st.get('embedding', '')})",
             )
             if p is not None:
                 paths[metric] = p
                 md += ["", f"![{_METRIC_LABEL[metric]} against epsilon]({p.name})"]
-    paths["markdown"].write_text("\n".join(md) + "\n", encoding="utf-8")
-    return paths
+    written = write_files(
+        out,
+        tables={"runs.csv": (result.rows, None), "results.csv": (summary, None)},
+        texts={"results.md": "\n".join(md)},
+        json_files={"settings.json": settings},
+    )
+    names = {"runs": "runs.csv", "results": "results.csv", "markdown": "results.md", "settings": "settings.json"}
+    return {key: written[name] for key, name in names.items()} | paths
+
+
+def _speed_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Privatization speed per (mechanism, epsilon), each privatized batch counted once."""
+    tok = [r for r in rows if r["tokens"]]
+    if not tok:
+        return []
+    md = ["", "Privatization speed (tokens / s, all repeats):", ""]
+    md += ["| mechanism | ε | tokens | changed | OOV | tokens/s |", "|---|---|---|---|---|---|"]
+    seen: dict[tuple[str, float], list[Mapping[str, Any]]] = {}
+    done: set[tuple[str, float, int, float]] = set()
+    for r in tok:
+        key = (r["mechanism"], r["epsilon"], r["repeat"], r["privatize_seconds"])
+        if key in done:
+            continue
+        done.add(key)
+        seen.setdefault((r["mechanism"], r["epsilon"]), []).append(r)
+    for (mech, eps), rs in seen.items():
+        n = sum(int(r["tokens"]) for r in rs)
+        sec = sum(float(r["privatize_seconds"]) for r in rs)
+        ch = float(np.mean([r["changed_rate"] for r in rs]))
+        oov = float(np.mean([r["oov_rate"] for r in rs]))
+        md.append(f"| {mech} | {eps:g} | {n:,} | {ch:.1%} | {oov:.1%} | {n / sec if sec else math.nan:,.0f} |")
+    return md
