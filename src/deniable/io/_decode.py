@@ -52,9 +52,7 @@ def too_long(where: str, max_chars: int) -> DataError:
     return DataError(f"{where} is longer than max_record_chars={max_chars:,} characters")
 
 
-def decoded_lines(
-    src: IO[bytes], dst: IO[bytes] | None = None, *, max_chars: int | None = None
-) -> Iterator[str]:
+def decoded_lines(src: IO[bytes], dst: IO[bytes] | None = None, *, max_chars: int | None = None) -> Iterator[str]:
     """Decode line by line (line endings kept) so a bad line is reported with its number.
 
     A leading byte order mark is dropped (and written back to ``dst``); a NUL byte is an

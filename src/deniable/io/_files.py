@@ -72,7 +72,9 @@ def _check_encoding(stream: Any, label: str) -> None:
     head = stream.peek(4)[:4] if hasattr(stream, "peek") else b""
     if head.startswith((b"\xff\xfe", b"\xfe\xff")) or head.startswith(b"\x00\x00\xfe\xff"):
         kind = "UTF-32" if head in (b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff") else "UTF-16"
-        raise DataError(f"input file {label} looks like {kind} (it starts with a {kind} byte order mark); convert it to UTF-8")
+        raise DataError(
+            f"input file {label} looks like {kind} (it starts with a {kind} byte order mark); convert it to UTF-8"
+        )
 
 
 @contextlib.contextmanager
@@ -138,7 +140,7 @@ def remove_stale_temporaries(dst: Path, suffix: str = PARTIAL_SUFFIX) -> list[Pa
     same output right now) is kept; one without a pid (written by an older version) is stale.
     """
     prefix = f".{dst.name}."
-    removed = []
+    removed: list[Path] = []
     try:
         entries = list(os.scandir(dst.parent))
     except OSError:

@@ -64,7 +64,9 @@ def _check_missing(missing: str) -> str:
 
 
 def _missing_error(where: str, column: str) -> DataError:
-    return DataError(f"{where}: no value for column {column!r} (null or absent); pass missing='empty' or 'skip' to allow it")
+    return DataError(
+        f"{where}: no value for column {column!r} (null or absent); pass missing='empty' or 'skip' to allow it"
+    )
 
 
 # ------------------------------------------------------------------ per format

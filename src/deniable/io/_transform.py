@@ -65,7 +65,7 @@ def _txt(
 # --------------------------------------------------------------------------- csv
 def _line_terminator(src: IO[bytes]) -> tuple[IO[bytes], str]:
     """Peek at the first line to keep the input's line terminator ("\r\n" or "\n")."""
-    buffered: Any = src if hasattr(src, "peek") else io.BufferedReader(src)  # type: ignore[arg-type]
+    buffered: Any = src if hasattr(src, "peek") else io.BufferedReader(src)
     head = buffered.peek(65536)[:65536]
     nl = head.find(b"\n")
     return buffered, "\r\n" if nl > 0 and head[nl - 1 : nl] == b"\r" else "\n"
