@@ -210,7 +210,7 @@ def _batches(
         done = 0
         for where, row in rows:
             if limit is not None and done >= limit:
-                return
+                break
             if any(v is None for v in row):
                 if missing == "skip":
                     continue
