@@ -8,7 +8,6 @@ atomically, and memory-mapped when read, so many processes share one copy.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,16 +29,14 @@ def cache_dir() -> Path:
 def atomic_path(final: Path, write: Callable[[Path], None]) -> Path:
     """Call ``write(tmp)`` on a temporary path beside ``final``, then rename it into place.
 
-    Either the whole artefact appears at ``final`` or nothing does.
+    Either the whole artefact appears at ``final`` or nothing does (the temporary is removed
+    on an error or a SIGTERM / SIGHUP / SIGINT, and a killed run's stale one by the next
+    run); the artefact gets the mode a plain write would give, so the cache can be shared.
     """
+    from .io._files import temporary_beside
+
     final.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix="." + final.name + ".", suffix=".tmp", dir=final.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
+    with temporary_beside(final, suffix=".tmp") as (fd, tmp):
+        os.close(fd)
         write(tmp)
-        os.replace(tmp, final)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
     return final

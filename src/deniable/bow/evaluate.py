@@ -29,7 +29,6 @@ scikit-learn (``pip install deniable[eval]``) and, for plots, matplotlib
 from __future__ import annotations
 
 import csv
-import gzip
 import json
 import math
 import time
@@ -97,37 +96,19 @@ def require_sklearn() -> Any:
 def load_dataset(name: str, data_dir: str | Path, n_docs: int, seed: int = 0) -> tuple[list[str], list[str]]:
     """A random sample of ``n_docs`` (text, label) pairs from a shared data set.
 
-    ``cfpb``: ``cfpb/train.csv.gz`` (complaint narrative, product). ``20newsgroups``:
-    ``20newsgroups/20news-19997.jsonl.gz`` with the message headers removed (text
-    after the first blank line; headers name senders and groups).
+    The documents are those of :func:`deniable.evaluate.data.load_corpus` (the recipe
+    that knows each file's columns): ``cfpb``, the training split (complaint narrative,
+    product); ``20newsgroups``, every message with its headers removed (headers name
+    senders and groups).
     """
+    from ..evaluate.data import load_corpus
+
     if name not in DATASETS:
         raise InvalidParameterError("dataset", name, "one of " + ", ".join(DATASETS))
     n = check_int("n_docs", n_docs, minimum=2)
-    root = Path(data_dir)
-    texts: list[str] = []
-    labels: list[str] = []
-    if name == "cfpb":
-        path = root / "cfpb" / "train.csv.gz"
-        if not path.is_file():
-            raise DataError(f"{path} not found (pass the shared data folder)")
-        with gzip.open(path, "rt", encoding="utf-8", newline="") as fh:
-            reader = csv.reader(fh)
-            header = next(reader)
-            ti, li = header.index("Consumer complaint narrative"), header.index("Product")
-            for row in reader:
-                texts.append(row[ti])
-                labels.append(row[li])
-    else:
-        path = root / "20newsgroups" / "20news-19997.jsonl.gz"
-        if not path.is_file():
-            raise DataError(f"{path} not found (pass the shared data folder)")
-        with gzip.open(path, "rt", encoding="utf-8") as fh:
-            for line in fh:
-                obj = json.loads(line)
-                body = obj["text"].split("\n\n", 1)
-                texts.append(body[1] if len(body) > 1 else "")
-                labels.append(obj["label"])
+    corpus = load_corpus(name, data_dir)
+    texts = corpus.texts
+    labels = [corpus.classes[i] for i in corpus.labels.tolist()]
     idx = np.random.default_rng(seed).permutation(len(texts))[: min(n, len(texts))]
     idx.sort()
     return [texts[i] for i in idx], [labels[i] for i in idx]
@@ -138,14 +119,10 @@ def load_heldout(name: str, data_dir: str | Path, n_docs: int, seed: int = 0, si
 
     ``cfpb``: the test split; ``20newsgroups``: up to ``size`` messages outside the sample.
     """
+    from ..evaluate.data import load_corpus
+
     if name == "cfpb":
-        path = Path(data_dir) / "cfpb" / "test.csv.gz"
-        if not path.is_file():
-            raise DataError(f"{path} not found (pass the shared data folder)")
-        with gzip.open(path, "rt", encoding="utf-8", newline="") as fh:
-            reader = csv.reader(fh)
-            ti = next(reader).index("Consumer complaint narrative")
-            return [row[ti] for row in reader][:size]
+        return load_corpus(name, data_dir, "test").texts[:size]
     if name != "20newsgroups":
         raise InvalidParameterError("dataset", name, "one of " + ", ".join(DATASETS))
     all_texts, _ = load_dataset(name, data_dir, 10**9, seed=0)  # every message, file order

@@ -25,12 +25,8 @@ insuranceqa    ``insuranceqa/{validation,test}.csv.gz``: (question, answer, labe
 
 from __future__ import annotations
 
-import csv
-import gzip
-import io
-import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,13 +35,14 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import DataError, DeniableError, InvalidParameterError
-from ..io import detect_format
+from ..io import detect_format, read_table
 
 __all__ = [
     "RECIPES",
     "QAPairs",
     "Split",
     "TaskData",
+    "load_corpus",
     "load_hf",
     "load_labelled",
     "load_task",
@@ -120,64 +117,13 @@ class TaskData:
 
 
 # --------------------------------------------------------------------------- readers
-def _open_text(path: Path) -> io.TextIOBase:
+def _read(path: Path, fmt: str, columns: Sequence[str], missing: str = "skip") -> dict[str, list[str | None]]:
+    """``columns`` of a CSV/TSV/JSONL/Parquet file (through :mod:`deniable.io`)."""
+    if fmt == "txt":
+        raise InvalidParameterError("format", fmt, "csv, tsv, jsonl or parquet (plain text has no labels)")
     if not path.is_file():
         raise DataError(f"data file {path} does not exist or is not a file")
-    raw = gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")
-    return io.TextIOWrapper(raw, encoding="utf-8", errors="strict", newline="")
-
-
-def _records(path: Path, fmt: str, columns: Sequence[str]) -> Iterator[dict[str, Any]]:
-    """Yield dicts holding ``columns`` from a CSV/TSV/JSONL/Parquet file."""
-    if fmt in ("csv", "tsv"):
-        with _open_text(path) as fh:
-            reader = csv.DictReader(fh, delimiter="\t" if fmt == "tsv" else ",")
-            try:
-                header = reader.fieldnames or []
-                for c in columns:
-                    if c not in header:
-                        raise InvalidParameterError(
-                            "column", c, "a column of the file: " + ", ".join(repr(h) for h in header)
-                        )
-                yield from reader
-            except (csv.Error, UnicodeDecodeError) as exc:
-                raise DataError(f"{path}: unreadable CSV near row {reader.line_num} ({type(exc).__name__})") from None
-    elif fmt == "jsonl":
-        with _open_text(path) as fh:
-            try:
-                for lineno, line in enumerate(fh, start=1):
-                    if not line.strip():
-                        continue
-                    try:
-                        obj = json.loads(line)
-                    except json.JSONDecodeError:
-                        raise DataError(f"{path}: line {lineno} is not valid JSON") from None
-                    if not isinstance(obj, dict):
-                        raise DataError(f"{path}: line {lineno} is not a JSON object")
-                    for c in columns:
-                        if c not in obj:
-                            raise InvalidParameterError(
-                                "column", c, f"a key of every record (missing on line {lineno})"
-                            )
-                    yield obj
-            except UnicodeDecodeError:
-                raise DataError(f"{path} is not valid UTF-8") from None
-    elif fmt == "parquet":
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        if not path.is_file():
-            raise DataError(f"data file {path} does not exist or is not a file")
-        try:
-            table = pq.read_table(str(path))
-        except (OSError, pa.ArrowException) as exc:
-            raise DataError(f"{path} is not a readable Parquet file ({type(exc).__name__})") from None
-        for c in columns:
-            if c not in table.column_names:
-                raise InvalidParameterError("column", c, "a column of the file: " + ", ".join(table.column_names))
-        yield from table.select(list(columns)).to_pylist()
-    else:
-        raise InvalidParameterError("format", fmt, "csv, tsv, jsonl or parquet (plain text has no labels)")
+    return read_table(path, format=fmt, columns=list(columns), missing=missing)
 
 
 def _encode_labels(raw: Sequence[Any], classes: Sequence[str] | None = None) -> tuple[np.ndarray, tuple[str, ...]]:
@@ -210,16 +156,15 @@ def load_labelled(
     """
     p = Path(path)
     fmt = detect_format(p, format)
+    table = _read(p, fmt, [text_column, label_column])  # rows without text or label are skipped
     texts: list[str] = []
-    labels: list[Any] = []
-    for row in _records(p, fmt, [text_column, label_column]):
-        t, y = row.get(text_column), row.get(label_column)
-        if t is None or y is None or (isinstance(y, str) and not y.strip()):
+    labels: list[str] = []
+    for t, lab in zip(table[text_column], table[label_column], strict=True):
+        assert t is not None and lab is not None
+        if not lab.strip():
             continue
-        if not isinstance(t, str):
-            raise DataError(f"{p}: column {text_column!r} holds {type(t).__name__} values, not text")
         texts.append(t)
-        labels.append(y)
+        labels.append(lab)
     if not texts:
         raise DataError(f"{p} has no rows with both {text_column!r} and {label_column!r}")
     y, cls = _encode_labels(labels, classes)
@@ -290,10 +235,6 @@ def _folder(root: str | Path, name: str) -> Path:
     raise DataError(f"data folder {base} does not exist")
 
 
-def _jsonl_rows(path: Path) -> Iterator[dict[str, Any]]:
-    yield from _records(path, "jsonl", [])
-
-
 def _sst(folder: Path, fine: bool) -> TaskData:
     stem = "stsa.fine" if fine else "stsa.binary"
     out = []
@@ -301,16 +242,18 @@ def _sst(folder: Path, fine: bool) -> TaskData:
         path = folder / f"{stem}.{part}"
         texts: list[str] = []
         labels: list[str] = []
-        with _open_text(path) as fh:
-            for lineno, line in enumerate(fh, start=1):
-                line = line.strip()
-                if not line:
-                    continue
-                lab, _, sent = line.partition(" ")
-                if not lab.isdigit():
-                    raise DataError(f"{path}: line {lineno} does not start with a label")
-                texts.append(sent)
-                labels.append(lab)
+        if not path.is_file():
+            raise DataError(f"data file {path} does not exist or is not a file")
+        lines = read_table(path, format="txt")["text"]
+        for lineno, raw in enumerate(lines, start=1):
+            line = (raw or "").strip()
+            if not line:
+                continue
+            lab, _, sent = line.partition(" ")
+            if not lab.isdigit():
+                raise DataError(f"{path}: line {lineno} does not start with a label")
+            texts.append(sent)
+            labels.append(lab)
         out.append((texts, labels))
     classes = tuple(str(i) for i in range(5 if fine else 2))
     tr = Split(out[0][0], _encode_labels(out[0][1], classes)[0], classes)
@@ -327,56 +270,79 @@ def _strip_headers(message: str) -> str:
     return message[m.end() :] if m else message
 
 
+#: the CFPB files' text and label columns
+CFPB_COLUMNS = ("Consumer complaint narrative", "Product")
+
+
+def _newsgroups(d: Path) -> Split:
+    table = _read(d / "20news-19997.jsonl.gz", "jsonl", ["text", "label"], missing="error")
+    texts = [_strip_headers(t or "") for t in table["text"]]
+    y, names = _encode_labels(table["label"])
+    return Split(texts, y, names)
+
+
+def _enron(d: Path, spam: bool) -> Split:
+    table = _read(d / "enron_spam.jsonl.gz", "jsonl", ["text", "label", "user"], missing="empty")
+    texts: list[str] = []
+    labels: list[str] = []
+    for lineno, (t, lab, user) in enumerate(zip(table["text"], table["label"], table["user"], strict=True), 1):
+        if t is None or lab is None:
+            raise DataError(f"{d / 'enron_spam.jsonl.gz'}: record {lineno} has no text or no label")
+        if not spam:
+            if lab != "ham" or not user:
+                continue
+            lab = user
+        texts.append(t)
+        labels.append(lab)
+    y, names = _encode_labels(labels)
+    return Split(texts, y, names)
+
+
+def load_corpus(name: str, folder: str | Path, part: str = "train", classes: Sequence[str] | None = None) -> Split:
+    """Every labelled document of one file of a recipe, in file order (before any split).
+
+    ``cfpb`` and ``imdb`` have a ``"train"`` and a ``"test"`` part; ``20newsgroups``,
+    ``enron`` and ``enron_spam`` are one file (``part="train"`` reads it all). Labels are
+    class names (``classes``, default: the sorted distinct labels).
+    """
+    if name not in ("cfpb", "imdb", "20newsgroups", "enron", "enron_spam"):
+        raise InvalidParameterError("task", name, "cfpb, imdb, 20newsgroups, enron or enron_spam")
+    parts = ("train", "test") if name in ("cfpb", "imdb") else ("train",)
+    if part not in parts:
+        raise InvalidParameterError("part", part, "one of " + ", ".join(parts))
+    d = _folder(folder, name)
+    if name == "cfpb":
+        text, label = CFPB_COLUMNS
+        return load_labelled(d / f"{part}.csv.gz", text_column=text, label_column=label, classes=classes)
+    if name == "imdb":
+        s = load_labelled(d / f"{part}.jsonl.gz", classes=("0", "1"))
+        return Split([t.replace("<br />", " ") for t in s.texts], s.labels, ("neg", "pos"))
+    if name == "20newsgroups":
+        return _newsgroups(d)
+    return _enron(d, spam=name == "enron_spam")
+
+
 def load_task(name: str, folder: str | Path) -> TaskData:
     """Load a built-in recipe from its folder (see the module docstring for the formats)."""
     if name not in RECIPES:
         raise InvalidParameterError("task", name, "one of " + ", ".join(RECIPES))
     d = _folder(folder, name)
-    if name == "imdb":
-        parts = []
-        for part in ("train", "test"):
-            s = load_labelled(d / f"{part}.jsonl.gz", classes=("0", "1"))
-            parts.append(Split([t.replace("<br />", " ") for t in s.texts], s.labels, ("neg", "pos")))
-        return TaskData(name, "classification", parts[0], parts[1])
+    if name in ("imdb", "cfpb"):
+        tr = load_corpus(name, d)
+        te = load_corpus(name, d, "test", classes=None if name == "imdb" else tr.classes)
+        return TaskData(name, "classification", tr, te)
     if name in ("sst2", "sst5"):
         return _sst(d, fine=name == "sst5")
-    if name == "cfpb":
-        tr = load_labelled(d / "train.csv.gz", text_column="Consumer complaint narrative", label_column="Product")
-        te = load_labelled(
-            d / "test.csv.gz", text_column="Consumer complaint narrative", label_column="Product", classes=tr.classes
-        )
-        return TaskData(name, "classification", tr, te)
-    if name == "20newsgroups":
-        texts: list[str] = []
-        labels: list[Any] = []
-        for row in _jsonl_rows(d / "20news-19997.jsonl.gz"):
-            texts.append(_strip_headers(str(row["text"])))
-            labels.append(row["label"])
-        y, names = _encode_labels(labels)
-        tr, te = split_stratified(Split(texts, y, names), 0.5, seed=0)
-        return TaskData(name, "classification", tr, te)
-    if name in ("enron", "enron_spam"):
-        texts = []
-        labels = []
-        for row in _jsonl_rows(d / "enron_spam.jsonl.gz"):
-            if name == "enron":
-                if row.get("label") != "ham" or not row.get("user"):
-                    continue
-                labels.append(row["user"])
-            else:
-                labels.append(row["label"])
-            texts.append(str(row["text"]))
-        y, names = _encode_labels(labels)
-        tr, te = split_stratified(Split(texts, y, names), 0.2, seed=0)
+    if name in ("20newsgroups", "enron", "enron_spam"):
+        fraction = 0.5 if name == "20newsgroups" else 0.2
+        tr, te = split_stratified(load_corpus(name, d), fraction, seed=0)
         return TaskData(name, "classification", tr, te)
     # insuranceqa
     qa = []
     for part in ("validation", "test"):
-        path = d / f"{part}.csv.gz"
-        qs, ans, rel = [], [], []
-        for row in _records(path, "csv", ["question", "answer", "label"]):
-            qs.append(row["question"])
-            ans.append(row["answer"])
-            rel.append(str(row["label"]).strip() == "1")
+        table = _read(d / f"{part}.csv.gz", "csv", ["question", "answer", "label"], missing="empty")
+        qs = [q or "" for q in table["question"]]
+        ans = [a or "" for a in table["answer"]]
+        rel = [(lab or "").strip() == "1" for lab in table["label"]]
         qa.append(QAPairs(qs, ans, np.array(rel, dtype=bool)))
     return TaskData(name, "ranking", qa[0], qa[1])
