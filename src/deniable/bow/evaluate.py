@@ -29,7 +29,6 @@ scikit-learn (``pip install deniable[eval]``) and, for plots, matplotlib
 from __future__ import annotations
 
 import csv
-import json
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence

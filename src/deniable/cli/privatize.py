@@ -127,12 +127,7 @@ def privatize_cmd(
         return out
 
     show = None if not quiet else False
-    try:
-        transform_file(input, output, fn, columns=column, format=format, batch_size=batch_size, show_progress=show)
-    except InvalidParameterError as exc:  # the library names parameters; here they are flags
-        if exc.name in ("column", "format"):
-            raise InvalidParameterError("--" + exc.name, exc.value, exc.allowed) from None
-        raise
+    transform_file(input, output, fn, columns=column, format=format, batch_size=batch_size, show_progress=show)
     if not quiet:
         dt = time.perf_counter() - t0
         err.print(
