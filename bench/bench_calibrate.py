@@ -20,9 +20,8 @@ Subcommands (GloVe 6B 50-d, V = 400,000):
     python bench/bench_calibrate.py madlib --words 1000 --draws 1000 --epsilon 9
     python bench/bench_calibrate.py figures --out docs/figures/calibration --words 1000
 
-When ``deniable.mechanisms.tem`` is not installed yet, the TEM parts use a stand-in that
-implements SPEC section 3 (gamma from Theorem 3 with beta = 1e-3, d <= gamma inside);
-the statistics come from the same bulk formula either way.
+The TEM parts use the project's TEM (gamma from Theorem 3 with beta = 1e-3, d <= gamma
+inside); its statistics come from the bulk TEM formula.
 """
 
 from __future__ import annotations
@@ -31,9 +30,8 @@ import argparse
 import math
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -45,54 +43,10 @@ EXAMPLES = ("encryption", "hockey", "spacecraft")
 
 
 def make_tem(emb: Any, eps: float, beta: float = 1e-3) -> Any:
-    """The project's TEM when present, else a stand-in with the same distribution."""
-    try:
-        from deniable.mechanisms.tem import TruncatedExponential
+    """The project's TEM (gamma from Theorem 3 with ``beta``)."""
+    from deniable.mechanisms.tem import TruncatedExponential
 
-        return TruncatedExponential(emb, eps, beta=beta)
-    except ImportError:
-        return FormulaTEM(emb, eps, beta)
-
-
-@dataclass(frozen=True, eq=False)
-class FormulaTEM:
-    """Stand-in TEM (SPEC section 3): exact distribution from the formula, exact sampler per word."""
-
-    name: ClassVar[str] = "tem"
-    metric: ClassVar[str] = "euclidean"
-    embedding: Any
-    epsilon: float
-    beta: float = 1e-3
-
-    @property
-    def gamma(self) -> float:
-        v = self.embedding.size
-        return (2.0 / self.epsilon) * math.log((1 - self.beta) * (v - 1) / self.beta)
-
-    def _probs(self, w: int) -> np.ndarray:
-        from deniable.metrics import distances_to
-
-        d = distances_to(self.embedding.vectors[w], self.embedding.vectors)
-        d[w] = 0.0
-        p = np.exp(-self.epsilon * np.minimum(d, self.gamma) / 2.0)
-        return p / p.sum()
-
-    def compact_distribution(self, w: int) -> Any:
-        raise NotImplementedError("the stand-in only offers the bulk path")
-
-    def privatize(self, ids: Any, rng: np.random.Generator) -> np.ndarray:
-        arr = np.asarray(ids, dtype=np.int64)
-        out = np.empty(arr.size, dtype=np.int64)
-        for w in np.unique(arr):  # per distinct word (fine for a handful of examples)
-            pos = np.flatnonzero(arr.ravel() == w)
-            out[pos] = rng.choice(self.embedding.size, size=pos.size, p=self._probs(int(w)))
-        return out.reshape(arr.shape)
-
-    def _id(self, w: Any) -> int:
-        return int(self.embedding.index_of[w]) if isinstance(w, str) else int(w)
-
-    def describe(self) -> dict[str, object]:
-        return {"mechanism": "tem", "epsilon": self.epsilon, "metric": "euclidean", "gamma": round(self.gamma, 4)}
+    return TruncatedExponential(emb, eps, beta=beta)
 
 
 def cmd_tem(args: argparse.Namespace) -> None:
@@ -106,7 +60,9 @@ def cmd_tem(args: argparse.Namespace) -> None:
     for eps in args.epsilon:
         mech = make_tem(emb, eps)
         t0 = time.perf_counter()
-        st = plausible_deniability(mech, words, rng=rng, samples=1000, dtype=np.dtype(args.dtype), workers=args.workers)
+        st = plausible_deniability(
+            mech, words, random_state=rng, samples=1000, dtype=np.dtype(args.dtype), workers=args.workers
+        )
         dt = time.perf_counter() - t0
         n = len(st)
         rows.append(
@@ -148,7 +104,7 @@ def cmd_madlib(args: argparse.Namespace) -> None:
                 continue
             mech = MultivariateLaplace(emb, eps, index=index)
             t0 = time.perf_counter()
-            st = plausible_deniability(mech, n_words, samples=args.draws, rng=rng)
+            st = plausible_deniability(mech, n_words, samples=args.draws, random_state=rng)
             dt = time.perf_counter() - t0
             tokens = n_words * args.draws
             rows.append(
@@ -198,12 +154,12 @@ def cmd_figures(args: argparse.Namespace) -> None:
     plot_histograms(stats, out / "tem_histograms.png", title=title)
     plot_averages(stats, out / "tem_averages.png", title=title)
     known = [w for w in EXAMPLES if w in emb.index_of]
-    table_ex = example_outputs([make_tem(emb, e) for e in args.epsilon], known, draws=4, rng=rng)
+    table_ex = example_outputs([make_tem(emb, e) for e in args.epsilon], known, draws=4, random_state=rng)
     for w, row in table_ex.items():
         for e, outs in row.items():
             print(f"  {w} eps={e:g}: {', '.join(outs)}")
     if args.geometry_words:
-        geo = neighbour_distances(emb, args.geometry_words, rng=rng)
+        geo = neighbour_distances(emb, args.geometry_words, random_state=rng)
         plot_neighbours(geo, out / "neighbours.png", title=f"GloVe 6B 50-d: {geo.describe()}")
         print(geo.describe(), f"({geo.seconds:.0f} s)")
         print(table([{k: round(v, 3) for k, v in r.items()} for r in geo.table()]))
@@ -224,7 +180,7 @@ def cmd_choose(args: argparse.Namespace) -> None:
         percentile=args.percentile,
         words=args.words,
         samples=1000,
-        rng=np.random.default_rng(args.seed),
+        random_state=args.seed,
     )
     print(f"TEM, GloVe 6B 50-d, {args.words} random words (seed {args.seed}); {time.perf_counter() - t0:.0f} s")
     print(res.summary())

@@ -71,6 +71,8 @@ class RefTEM(Mechanism):
         return self._p  # type: ignore[no-any-return]
 
     has_distribution: ClassVar[bool] = True
+    has_compact_distribution: ClassVar[bool] = True
+    truncated_exponential: ClassVar[bool] = True
 
     def _privatize(self, ids: npt.NDArray[np.int64], rng: np.random.Generator) -> npt.NDArray[np.int64]:
         return _sample_rows(self._p, ids, rng)

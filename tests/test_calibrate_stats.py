@@ -191,6 +191,76 @@ def test_auto_method_choice() -> None:
         plausible_deniability(fin, method="magic")
 
 
+def test_dispatch_reads_capabilities_not_names() -> None:
+    from typing import ClassVar
+
+    emb = line_embedding([0, 1, 2, 4])
+
+    class Renamed(RefTEM):  # the TEM distribution under another name: still bulk
+        name: ClassVar[str] = "something-else"
+
+    class NotTEM(RefTEM):  # named "tem" but without the capability: word by word
+        truncated_exponential: ClassVar[bool] = False
+
+    class Plain(RefTEM):  # only distribution(): no ball sizes
+        truncated_exponential: ClassVar[bool] = False
+        has_compact_distribution: ClassVar[bool] = False
+
+    assert plausible_deniability(Renamed(emb, 1.0)).method == "bulk"
+    not_tem = plausible_deniability(NotTEM(emb, 1.0))
+    assert not_tem.method == "distribution" and not_tem.ball_size is not None
+    plain = plausible_deniability(Plain(emb, 1.0))
+    assert plain.method == "distribution" and plain.ball_size is None
+    np.testing.assert_allclose(plain.n_w, not_tem.n_w, rtol=1e-12)
+    with pytest.raises(InvalidParameterError, match="method"):
+        plausible_deniability(NotTEM(emb, 1.0), method="bulk")
+
+
+def test_random_state_int_is_reproducible_without_a_not_private_warning() -> None:
+    import warnings
+
+    from deniable.calibrate import choose_epsilon, neighbour_distances
+    from deniable.calibrate.compare import privacy_ratio
+
+    emb = line_embedding([0, 1, 2, 4, 7, 11])
+    fin = FiniteMechanism(emb, 1.0, matrix=tem_matrix(emb, 1.0, 3.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a NotPrivateWarning would fail here
+        a = plausible_deniability(fin, 3, samples=50, random_state=5)
+        b = plausible_deniability(fin, 3, samples=50, random_state=5)
+        old = plausible_deniability(fin, 3, samples=50, rng=5)  # the old keyword still works
+        neighbour_distances(emb, 2, ks=(1,), random_state=1)
+        choose_epsilon(lambda e: RefTEM(emb, e), [1.0, 2.0], words=3, samples=10, random_state=2)
+        privacy_ratio(fin, fin, pairs=10, random_state=0)
+    assert np.array_equal(a.ids, b.ids) and np.array_equal(a.s_w, b.s_w) and np.array_equal(a.n_w, b.n_w)
+    assert np.array_equal(a.ids, old.ids) and np.array_equal(a.s_w, old.s_w)
+    with pytest.raises(InvalidParameterError, match="rng"):
+        plausible_deniability(fin, samples=5, random_state=1, rng=1)
+    with pytest.raises(InvalidParameterError, match="random_state"):
+        plausible_deniability(fin, samples=5, random_state="seven")  # type: ignore[arg-type]
+
+
+def test_one_tem_arithmetic_for_a_block_and_a_row() -> None:
+    from conftest import make_tiny_embedding
+    from deniable.mechanisms._tem_geometry import Geometry, tem_distributions
+    from deniable.mechanisms.tem import TruncatedExponential
+
+    emb = make_tiny_embedding(200, 4, seed=8)
+    mech = TruncatedExponential(emb, 3.0, gamma=1.0, cache=False)
+    q = np.array([3, 0, 199], dtype=np.int64)
+    d = np.empty((q.size, emb.size))
+    Geometry(emb, "euclidean").block(q, d)
+    block = tem_distributions(d, q, 1.5, 1.0)
+    for i, w in enumerate(q.tolist()):
+        cd = mech.compact_distribution(w)
+        assert np.array_equal(cd.ids, np.flatnonzero(block.inside[i]))
+        np.testing.assert_allclose(cd.probs, block.weights[i, cd.ids] / block.z[i], rtol=1e-9)
+        assert cd.n_outside == emb.size - block.ball[i]
+        assert cd.p_outside == pytest.approx(block.p_outside[i], rel=1e-9)
+        assert cd.total == pytest.approx(1.0)
+        assert block.t[i, w] == 0.0 and block.weights[i, w] == 1.0
+
+
 # -- sampled statistics --------------------------------------------------------------------
 
 

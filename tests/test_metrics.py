@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from deniable import InvalidParameterError
-from deniable.metrics import METRICS, distances_to, paired_distances, pairwise_distances
+from deniable.metrics import METRICS, angular_from_cos, distances_to, paired_distances, pairwise_distances, unit_rows
 
 FLOAT_METRICS = [m for m in METRICS if m != "hamming"]
 vectors = arrays(np.float64, (3, 4), elements=st.floats(-10, 10, allow_nan=False, width=32))
@@ -45,3 +45,16 @@ def test_non_metrics_are_rejected_with_a_reason(bad: str) -> None:
 def test_unknown_metric() -> None:
     with pytest.raises(InvalidParameterError, match="one of euclidean"):
         pairwise_distances([[1.0]], [[2.0]], "minkowski")
+
+
+def test_unit_rows_and_the_angular_formula() -> None:
+    x = np.array([[3.0, 4.0], [0.0, 0.0], [-2.0, 0.0]])
+    u = unit_rows(x)
+    np.testing.assert_allclose(u, [[0.6, 0.8], [0.0, 0.0], [-1.0, 0.0]])
+    assert unit_rows(x, np.float32).dtype == np.float32
+    cos = np.array([1.0 + 1e-12, 0.0, -1.0 - 1e-12], dtype=np.float32)
+    out = angular_from_cos(cos, out=cos)  # in place, in float32, clipped
+    assert out is cos and out.dtype == np.float32
+    np.testing.assert_allclose(out, [0.0, 0.5, 1.0], atol=1e-7)
+    # a one-row side broadcasts in paired_distances (distances_to is that)
+    np.testing.assert_allclose(paired_distances(x[:1], x, "angular"), distances_to(x[0], x, "angular"))

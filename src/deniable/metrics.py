@@ -12,7 +12,18 @@ import numpy.typing as npt
 
 from ._errors import InvalidParameterError
 
-__all__ = ["METRICS", "check_metric", "distances_to", "hamming", "paired_distances", "pairwise_distances"]
+__all__ = [
+    "METRICS",
+    "angular_from_cos",
+    "check_metric",
+    "distances_to",
+    "euclidean_from_squares",
+    "from_differences",
+    "hamming",
+    "paired_distances",
+    "pairwise_distances",
+    "unit_rows",
+]
 
 METRICS = ("euclidean", "manhattan", "chebyshev", "angular", "hamming")
 
@@ -34,13 +45,54 @@ def check_metric(metric: object, allowed: tuple[str, ...] = METRICS) -> str:
     return metric
 
 
-def _angular_from_cos(cos: np.ndarray) -> np.ndarray:
-    return np.arccos(np.clip(cos, -1.0, 1.0)) / np.pi
+def unit_rows(x: npt.ArrayLike, dtype: npt.DTypeLike = np.float64) -> np.ndarray:
+    """The rows of ``x`` scaled to unit Euclidean length, in ``dtype`` (zero rows stay zero).
+
+    THE normalisation behind the angular metric: everything that needs unit vectors
+    (distances, BLAS blocks of cosines, neighbour search) takes them from here. The
+    norm is computed in float64 whatever ``dtype`` is.
+    """
+    v = np.asarray(x, dtype=np.float64)
+    norm = np.linalg.norm(v, axis=-1, keepdims=True)
+    return np.asarray(v / np.where(norm == 0, 1.0, norm), dtype=dtype)
 
 
-def _unit(x: np.ndarray) -> np.ndarray:
-    norm = np.linalg.norm(x, axis=-1, keepdims=True)
-    return x / np.where(norm == 0, 1.0, norm)
+def angular_from_cos(cos: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """THE angular distance ``arccos(cos) / pi`` from cosines (clipped to [-1, 1]), in place with ``out``.
+
+    Works in the dtype of ``cos`` (float32 blocks stay float32).
+    """
+    one = cos.dtype.type(1.0) if cos.dtype.kind == "f" else 1.0
+    res = np.clip(cos, -one, one, out=out)
+    np.arccos(res, out=res)
+    res *= res.dtype.type(1.0 / np.pi)
+    return res
+
+
+def euclidean_from_squares(sq: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """THE Euclidean distance from squared distances (``sqrt(max(sq, 0))``: blocked ``|x|^2 - 2xy + |y|^2``
+    products can round below 0), in place with ``out``."""
+    res = np.maximum(sq, sq.dtype.type(0), out=out)
+    np.sqrt(res, out=res)
+    return res
+
+
+def from_differences(diff: np.ndarray, metric: str) -> npt.NDArray[np.float64]:
+    """THE euclidean / manhattan / chebyshev distance of difference vectors (over the last axis)."""
+    if metric == "euclidean":
+        return np.sqrt(np.einsum("...k,...k->...", diff, diff))
+    if metric == "manhattan":
+        return np.abs(diff).sum(axis=-1)
+    if metric == "chebyshev":
+        return np.abs(diff).max(axis=-1)
+    raise InvalidParameterError("metric", metric, "euclidean, manhattan or chebyshev")
+
+
+def _hamming(x: np.ndarray, y: np.ndarray) -> npt.NDArray[np.float64]:
+    """Bits that differ between broadcast rows: uint8 rows are packed codes, other dtypes one bit per element."""
+    if x.dtype == np.uint8 and y.dtype == np.uint8:
+        return hamming(x, y).astype(np.float64)
+    return (x != y).sum(axis=-1).astype(np.float64)
 
 
 def pairwise_distances(a: npt.ArrayLike, b: npt.ArrayLike, metric: str = "euclidean") -> npt.NDArray[np.float64]:
@@ -53,20 +105,10 @@ def pairwise_distances(a: npt.ArrayLike, b: npt.ArrayLike, metric: str = "euclid
     x = np.atleast_2d(np.asarray(a))
     y = np.atleast_2d(np.asarray(b))
     if metric == "hamming":
-        if x.dtype == np.uint8 and y.dtype == np.uint8:
-            xor = np.bitwise_xor(x[:, None, :], y[None, :, :])
-            return np.unpackbits(xor, axis=-1).sum(axis=-1).astype(np.float64)
-        return (x[:, None, :] != y[None, :, :]).sum(axis=-1).astype(np.float64)
-    x = x.astype(np.float64)
-    y = y.astype(np.float64)
-    if metric == "euclidean":
-        diff = x[:, None, :] - y[None, :, :]
-        return np.sqrt(np.einsum("ijk,ijk->ij", diff, diff))
-    if metric == "manhattan":
-        return np.abs(x[:, None, :] - y[None, :, :]).sum(axis=-1)
-    if metric == "chebyshev":
-        return np.abs(x[:, None, :] - y[None, :, :]).max(axis=-1)
-    return _angular_from_cos(_unit(x) @ _unit(y).T)
+        return _hamming(x[:, None, :], y[None, :, :])
+    if metric == "angular":
+        return angular_from_cos(unit_rows(x) @ unit_rows(y).T)
+    return from_differences(x.astype(np.float64)[:, None, :] - y.astype(np.float64)[None, :, :], metric)
 
 
 def distances_to(x: npt.ArrayLike, matrix: npt.ArrayLike, metric: str = "euclidean") -> npt.NDArray[np.float64]:
@@ -75,41 +117,19 @@ def distances_to(x: npt.ArrayLike, matrix: npt.ArrayLike, metric: str = "euclide
     Computed as differences (not the ``|x|^2 - 2xy + |y|^2`` expansion), so a row equal
     to ``x`` is at distance exactly 0.
     """
-    metric = check_metric(metric)
-    v = np.asarray(x)
-    m = np.asarray(matrix)
-    if metric == "hamming":
-        if m.dtype == np.uint8 and v.dtype == np.uint8:
-            return np.unpackbits(np.bitwise_xor(m, v[None, :]), axis=1).sum(axis=1).astype(np.float64)
-        return (m != v[None, :]).sum(axis=1).astype(np.float64)
-    diff = m.astype(np.float64) - v.astype(np.float64)[None, :]
-    if metric == "euclidean":
-        return np.sqrt(np.einsum("ij,ij->i", diff, diff))
-    if metric == "manhattan":
-        return np.abs(diff).sum(axis=1)
-    if metric == "chebyshev":
-        return np.abs(diff).max(axis=1)
-    return _angular_from_cos(_unit(m.astype(np.float64)) @ _unit(v.astype(np.float64)))
+    return paired_distances(np.asarray(x)[None, :], matrix, metric)
 
 
 def paired_distances(a: npt.ArrayLike, b: npt.ArrayLike, metric: str = "euclidean") -> npt.NDArray[np.float64]:
-    """Row-wise distances ``d(a[i], b[i])`` (float64, length len(a))."""
+    """Row-wise distances ``d(a[i], b[i])`` (float64); a one-row side broadcasts against the other."""
     metric = check_metric(metric)
     x = np.atleast_2d(np.asarray(a))
     y = np.atleast_2d(np.asarray(b))
     if metric == "hamming":
-        if x.dtype == np.uint8 and y.dtype == np.uint8:
-            return np.unpackbits(np.bitwise_xor(x, y), axis=1).sum(axis=1).astype(np.float64)
-        return (x != y).sum(axis=1).astype(np.float64)
-    diff = x.astype(np.float64) - y.astype(np.float64)
-    if metric == "euclidean":
-        return np.sqrt(np.einsum("ij,ij->i", diff, diff))
-    if metric == "manhattan":
-        return np.abs(diff).sum(axis=1)
-    if metric == "chebyshev":
-        return np.abs(diff).max(axis=1)
-    cos = (_unit(x.astype(np.float64)) * _unit(y.astype(np.float64))).sum(axis=1)
-    return _angular_from_cos(cos)
+        return _hamming(x, y)
+    if metric == "angular":
+        return angular_from_cos(np.einsum("ij,ij->i", *np.broadcast_arrays(unit_rows(x), unit_rows(y))))
+    return from_differences(x.astype(np.float64) - y.astype(np.float64), metric)
 
 
 def hamming(a: npt.ArrayLike, b: npt.ArrayLike) -> npt.NDArray[np.int64]:

@@ -39,9 +39,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._errors import InvalidParameterError
+from .._random import RandomState
 from .._validation import check_choice, check_epsilon, check_int, check_positive
 from ..mechanisms.base import Mechanism
-from .stats import DEFAULT_ETA, DeniabilityStats, WordsArg, plausible_deniability, resolve_words
+from ._common import DEFAULT_ETA, WordsArg, resolve_words, statistics_generator
+from .stats import DeniabilityStats, plausible_deniability
 
 __all__ = ["Constraints", "EpsilonChoice", "Evaluation", "check_constraints", "choose_epsilon"]
 
@@ -198,8 +200,9 @@ def choose_epsilon(
     grid: int = 8,
     rtol: float = 0.02,
     max_evaluations: int = 40,
-    rng: np.random.Generator | None = None,
+    random_state: RandomState = None,
     show_progress: bool | None = None,
+    rng: RandomState = None,
     **stats_options: object,
 ) -> EpsilonChoice:
     """The largest epsilon whose statistics meet the constraints (see the module docstring).
@@ -219,17 +222,16 @@ def choose_epsilon(
         = a random sample of n words (the same sample at every epsilon), or words / ids.
     samples, eta
         As in :func:`~deniable.calibrate.plausible_deniability`.
-    rng
+    random_state
         Draws the word sample and the seed of the common random stream used at every
-        epsilon (default: the secure generator).
+        epsilon: None (default) = fresh OS randomness, an int = reproducible (no
+        NotPrivateWarning: nothing private is released), a Generator. ``rng``: its old name.
     stats_options
         Passed on to :func:`~deniable.calibrate.plausible_deniability` (``method``,
         ``confidence``, ``dtype``, ...).
     """
-    from .._random import check_random_state
-
     constraints = Constraints(max_unchanged, min_support, float(percentile), support, bool(conservative))
-    rng = check_random_state(rng)
+    gen = statistics_generator(random_state, rng)
     grid = check_int("grid", grid, minimum=2)
     max_evaluations = check_int("max_evaluations", max_evaluations, minimum=2)
     rtol = check_positive("rtol", rtol)
@@ -254,8 +256,8 @@ def choose_epsilon(
 
     # one word sample and one random stream for every epsilon
     probe = mech_factory(float(eps_list[0]))
-    word_ids = resolve_words(probe.embedding, words, rng)
-    stream_seed = int(rng.integers(0, 2**63 - 1))
+    word_ids = resolve_words(probe.embedding, words, gen)
+    stream_seed = int(gen.integers(0, 2**63 - 1))
     cache: dict[float, Evaluation] = {}
 
     def evaluate(eps: float) -> Evaluation:
@@ -266,7 +268,7 @@ def choose_epsilon(
                 word_ids,
                 samples=samples,
                 eta=eta,
-                rng=np.random.default_rng(stream_seed),
+                random_state=stream_seed,
                 show_progress=show_progress,
                 **stats_options,  # type: ignore[arg-type]
             )

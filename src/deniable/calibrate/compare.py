@@ -23,8 +23,9 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import InvalidParameterError
-from .._random import check_random_state
 from .._validation import check_epsilon, check_int
+from ..metrics import METRICS, paired_distances
+from ._common import statistics_generator
 
 if TYPE_CHECKING:
     from .._random import RandomState
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = ["MeanDistance", "PrivacyRatio", "mean_pairwise_distance", "pair_distances", "privacy_ratio"]
 
-_FLOAT_METRICS = ("euclidean", "manhattan", "chebyshev", "angular")
+_FLOAT_METRICS = tuple(m for m in METRICS if m != "hamming")
 
 
 @dataclass(frozen=True)
@@ -97,8 +98,6 @@ def pair_distances(mechanism: Mechanism, a: npt.ArrayLike, b: npt.ArrayLike) -> 
         return np.asarray(own(ia, ib), dtype=np.float64)
     metric = getattr(mechanism, "metric", None)
     if metric in _FLOAT_METRICS:
-        from ..metrics import paired_distances
-
         vec = mechanism.embedding.vectors
         out = np.empty(ia.size, dtype=np.float64)
         for s in range(0, ia.size, 65536):
@@ -110,13 +109,6 @@ def pair_distances(mechanism: Mechanism, a: npt.ArrayLike, b: npt.ArrayLike) -> 
     return np.array([mechanism.distance(int(x), int(y)) for x, y in zip(ia, ib, strict=True)], dtype=np.float64)
 
 
-def _generator(rng: RandomState) -> np.random.Generator:
-    """A seed is fine here (no private data is released): no NotPrivateWarning for an int."""
-    if isinstance(rng, int | np.integer) and not isinstance(rng, bool):
-        return np.random.default_rng(int(check_int("rng", rng, minimum=0)))
-    return check_random_state(rng)
-
-
 def _random_pairs(size: int, pairs: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Uniform random ordered pairs of distinct ids in [0, size)."""
     i = rng.integers(0, size, pairs)
@@ -126,11 +118,11 @@ def _random_pairs(size: int, pairs: int, rng: np.random.Generator) -> tuple[np.n
 
 
 def mean_pairwise_distance(
-    mechanism: Mechanism, pairs: int = 100000, rng: RandomState = None
+    mechanism: Mechanism, pairs: int = 100000, random_state: RandomState = None, *, rng: RandomState = None
 ) -> tuple[MeanDistance, npt.NDArray[np.float64]]:
-    """``P_d`` of one mechanism's metric (and the sampled distances)."""
+    """``P_d`` of one mechanism's metric (and the sampled distances); ``random_state`` as in :func:`privacy_ratio`."""
     pairs = check_int("pairs", pairs, minimum=2)
-    gen = _generator(rng)
+    gen = statistics_generator(random_state, rng)
     size = mechanism.embedding.size
     if size < 2:
         raise InvalidParameterError("mechanism", f"vocabulary of {size} word", "a vocabulary of at least 2 words")
@@ -143,7 +135,14 @@ def _summary(metric: str, d: np.ndarray) -> MeanDistance:
     return MeanDistance(metric, float(d.mean()), float(d.std(ddof=1) / math.sqrt(d.size)), int(d.size))
 
 
-def privacy_ratio(mech_a: Mechanism, mech_b: Mechanism, pairs: int = 100000, rng: RandomState = None) -> PrivacyRatio:
+def privacy_ratio(
+    mech_a: Mechanism,
+    mech_b: Mechanism,
+    pairs: int = 100000,
+    random_state: RandomState = None,
+    *,
+    rng: RandomState = None,
+) -> PrivacyRatio:
     """Estimate ``R = P_dA / P_dB`` so that ``eps_B = R * eps_A`` gives both mechanisms the same bound.
 
     Parameters
@@ -154,8 +153,9 @@ def privacy_ratio(mech_a: Mechanism, mech_b: Mechanism, pairs: int = 100000, rng
         Number of random pairs of distinct words (default 100,000). When both mechanisms
         have the same vocabulary the *same* pairs are used for both (a paired estimate,
         lower variance); otherwise each vocabulary is sampled on its own.
-    rng
-        Generator, seed or None (a seed is fine here: nothing private is released).
+    random_state
+        None (fresh OS randomness), an int seed (reproducible, no NotPrivateWarning:
+        nothing private is released) or a Generator. ``rng`` is its old name.
 
     Returns
     -------
@@ -164,7 +164,7 @@ def privacy_ratio(mech_a: Mechanism, mech_b: Mechanism, pairs: int = 100000, rng
         standard error; ``.epsilon_b(eps_a)`` converts.
     """
     pairs = check_int("pairs", pairs, minimum=2)
-    gen = _generator(rng)
+    gen = statistics_generator(random_state, rng)
     emb_a, emb_b = mech_a.embedding, mech_b.embedding
     same_vocab = emb_a is emb_b or (emb_a.size == emb_b.size and emb_a._words == emb_b._words)
     for name, mech in (("mech_a", mech_a), ("mech_b", mech_b)):

@@ -9,9 +9,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._errors import InvalidParameterError
+from .._random import RandomState
 from .._validation import check_int, check_probability
 from ..mechanisms.base import Mechanism
-from .stats import DEFAULT_ETA, compact_statistics, is_exact, statistics_from_draws
+from ._common import DEFAULT_ETA, statistics_generator
+from ._exact import distribution_statistics_of, is_exact
+from ._intervals import clopper_pearson
+from ._sampled import statistics_from_draws
 
 __all__ = ["Explanation", "Guarantee", "Output", "example_outputs", "explain"]
 
@@ -137,7 +141,8 @@ def explain(
     draws: int = 10000,
     eta: float = DEFAULT_ETA,
     confidence: float = 0.95,
-    rng: np.random.Generator | None = None,
+    random_state: RandomState = None,
+    rng: RandomState = None,
 ) -> Explanation:
     """Likely outputs of ``mechanism`` on ``word``, its statistics, and guarantees against alternatives.
 
@@ -146,10 +151,10 @@ def explain(
     Clopper-Pearson intervals, ``N_w`` likewise, and ``S_w`` as the distinct outputs among
     the first ``samples`` draws (the papers' estimator). ``against`` are alternative
     inputs ``w'`` for the bound ``eps * d(w, w')`` (default: the most likely other outputs,
-    i.e. the words ``w`` is easiest to confuse with).
+    i.e. the words ``w`` is easiest to confuse with). ``random_state``: None (OS
+    randomness), an int (reproducible, no NotPrivateWarning: an explanation is not a
+    release of user text) or a Generator; ``rng`` is its old name.
     """
-    from .._random import check_random_state
-
     top = check_int("top", top, minimum=1)
     samples = check_int("samples", samples, minimum=1)
     draws = check_int("draws", draws, minimum=1)
@@ -160,22 +165,11 @@ def explain(
     metric = str(getattr(mechanism, "metric", ""))
     ball = None
     if is_exact(mechanism):
-        if hasattr(mechanism, "compact_distribution"):
-            cd = mechanism.compact_distribution(wid)
-            ids = np.asarray(cd.ids, dtype=np.int64)
-            probs = np.asarray(cd.probs, dtype=np.float64)
-            n_out, p_out = int(cd.n_outside), float(cd.p_outside)
-            ball = int(ids.size)
-        else:
-            raw_ids, raw_p = mechanism.distribution(wid)
-            ids = np.asarray(raw_ids, dtype=np.int64)
-            probs = np.asarray(raw_p, dtype=np.float64)
-            n_out, p_out = 0, 0.0
-        hit = ids == wid
-        self_p = float(probs[hit].sum()) if hit.any() else (p_out if n_out else 0.0)
-        n_w, s_w, support, shannon, hmin = compact_statistics(
-            probs, self_p, n_outside=n_out, p_outside=p_out, eta=eta, samples=samples
+        (ids, probs, n_out, _), (n_w, s_w, support, shannon, hmin) = distribution_statistics_of(
+            mechanism, wid, samples=samples, eta=eta
         )
+        if getattr(type(mechanism), "has_compact_distribution", False):
+            ball = int(ids.size)
         order = np.argsort(-probs, kind="stable")[:top]
         top_ids, top_p = ids[order], probs[order]
         lows = highs = top_p
@@ -186,16 +180,14 @@ def explain(
         s_lo = s_hi = s_w
         exact = True
     else:
-        rng = check_random_state(rng)
+        gen = statistics_generator(random_state, rng)
         n = max(draws, samples)
-        out = mechanism.privatize(np.full(n, wid, dtype=np.int64), rng)
+        out = mechanism.privatize(np.full(n, wid, dtype=np.int64), gen)
         st = statistics_from_draws([wid], out[None, :samples], eta=eta, confidence=confidence, vocab_size=emb.size)
         counts = np.bincount(out, minlength=emb.size)
         seen = np.flatnonzero(counts)
         order = seen[np.argsort(-counts[seen], kind="stable")][:top]
         top_ids = order.astype(np.int64)
-        from .stats import clopper_pearson
-
         lows, highs = clopper_pearson(counts[top_ids], n, confidence)
         top_p = counts[top_ids] / n
         full = statistics_from_draws([wid], out[None, :], eta=eta, confidence=confidence, vocab_size=emb.size)
@@ -255,16 +247,16 @@ def example_outputs(
     words: Sequence[str | int],
     *,
     draws: int = 3,
-    rng: np.random.Generator | None = None,
+    random_state: RandomState = None,
+    rng: RandomState = None,
 ) -> dict[str, dict[float, list[str]]]:
     """``draws`` sample outputs of each word under each mechanism (Table 1 of seed 003).
 
     Returns ``word -> {epsilon -> [outputs]}``; one ``privatize`` call per mechanism.
+    ``random_state`` as in :func:`explain` (``rng``: its old name).
     """
-    from .._random import check_random_state
-
     draws = check_int("draws", draws, minimum=1)
-    rng = check_random_state(rng)
+    gen = statistics_generator(random_state, rng)
     if not mechanisms or not words:
         return {}
     emb = mechanisms[0].embedding
@@ -272,7 +264,7 @@ def example_outputs(
     names = emb.words(ids)
     table: dict[str, dict[float, list[str]]] = {n: {} for n in names}
     for mech in sorted(mechanisms, key=lambda m: float(m.epsilon)):
-        out = mech.privatize(np.repeat(ids, draws), rng).reshape(ids.size, draws)
+        out = mech.privatize(np.repeat(ids, draws), gen).reshape(ids.size, draws)
         for n, row in zip(names, out, strict=True):
             table[n][float(mech.epsilon)] = emb.words(row)
     return table

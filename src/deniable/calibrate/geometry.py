@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -25,7 +26,11 @@ from .._errors import InvalidParameterError
 from .._progress import progress
 from .._validation import check_choice, check_int
 from ..embedding import Embedding
-from .stats import WordsArg, resolve_words
+from ..metrics import unit_rows
+from ._common import WordsArg, resolve_words, statistics_generator
+
+if TYPE_CHECKING:
+    from .._random import RandomState
 
 __all__ = ["DEFAULT_KS", "DEFAULT_PERCENTILES", "METRICS", "NeighbourDistances", "neighbour_distances"]
 
@@ -117,10 +122,11 @@ def neighbour_distances(
     ks: Sequence[int] | None = None,
     metric: str = "euclidean",
     index: str = "exact",
-    rng: np.random.Generator | None = None,
+    random_state: RandomState = None,
     batch_size: int = 1024,
     show_progress: bool | None = None,
     codes: npt.ArrayLike | None = None,
+    rng: RandomState = None,
 ) -> NeighbourDistances:
     """Distances from each word to its k-th nearest neighbours, for every k in ``ks``.
 
@@ -130,8 +136,10 @@ def neighbour_distances(
         The embedding.
     words
         ``None`` (every word: a V x V computation, about an hour for 400k words on two
-        cores), an ``int`` n (a uniform random sample of n words, drawn with ``rng``), or
-        words / ids. Neighbours are always searched in the whole vocabulary.
+        cores), an ``int`` n (a uniform random sample of n words, drawn with
+        ``random_state``: None = OS randomness, an int = reproducible, or a Generator;
+        ``rng`` is its old name), or words / ids. Neighbours are always searched in the
+        whole vocabulary.
     ks
         Neighbour ranks (1 = nearest other word), at most V - 1. Default: :data:`DEFAULT_KS`
         (1 to 1000 on a log grid), cut at V - 1 for small vocabularies.
@@ -163,7 +171,7 @@ def neighbour_distances(
     if not k_list:
         raise InvalidParameterError("ks", list(ks), "at least one k >= 1")
     batch_size = check_int("batch_size", batch_size, minimum=1)
-    ids = resolve_words(embedding, words, rng)
+    ids = resolve_words(embedding, words, statistics_generator(random_state, rng))
     t0 = time.perf_counter()
     if metric == "hamming":
         return _hamming_neighbour_distances(
@@ -171,9 +179,7 @@ def neighbour_distances(
         )
     emb = embedding
     if metric == "angular":
-        vec = np.asarray(embedding.vectors, dtype=np.float64)
-        norms = np.linalg.norm(vec, axis=1, keepdims=True)
-        emb = Embedding(embedding.vocabulary, vec / np.where(norms == 0, 1.0, norms), name=embedding.name + "/unit")
+        emb = Embedding(embedding.vocabulary, unit_rows(embedding.vectors), name=embedding.name + "/unit")
     search = make_index(emb, index)
     kmax = k_list[-1]
     cols = np.asarray(k_list) - 1

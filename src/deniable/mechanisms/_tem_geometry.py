@@ -1,4 +1,10 @@
-"""Distances for TEM: exact float64 distances, and fast float32 screening with proven lower bounds.
+"""Distances and the output distribution of TEM.
+
+:func:`tem_distributions` is THE arithmetic of TEM's distribution (weights from
+distances, gamma, epsilon and the outside mass), for a block of input words: the
+mechanism's ``compact_distribution`` runs it on one row, calibration's bulk statistics
+on blocks of rows (:meth:`Geometry.block`). Distance formulas come from
+:mod:`deniable.metrics`.
 
 Two kinds of distance are computed here and nothing else in TEM computes any:
 
@@ -16,16 +22,23 @@ Two kinds of distance are computed here and nothing else in TEM computes any:
 from __future__ import annotations
 
 import math
+import threading
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from .._errors import InvalidParameterError
 from ..embedding import Embedding
+from ..metrics import angular_from_cos, euclidean_from_squares, paired_distances, unit_rows
 
-__all__ = ["TEM_METRICS", "Geometry"]
+__all__ = ["BLOCK_METRICS", "TEM_METRICS", "Geometry", "TemDistributions", "tem_distributions", "truncation"]
 
 #: Metrics TEM supports on real-valued embeddings (all true metrics).
 TEM_METRICS = ("euclidean", "manhattan", "chebyshev", "angular")
+#: Metrics whose distances :meth:`Geometry.block` computes with one BLAS product per block.
+BLOCK_METRICS = ("euclidean", "angular")
 
 _U32 = 2.0**-24  # unit roundoff of float32
 _PRECHECK = 4096  # sample size of the strided pre-check in candidates()
@@ -42,24 +55,61 @@ class Geometry:
         # a priori bound on float32 error, with a factor 2 of safety (see docs/tem.md)
         self._rel = 2.0 * (n + 6) * _U32
         norms = np.sqrt(np.einsum("ij,ij->i", self.x, self.x, dtype=np.float64))
+        self._norms = norms
         self._max_norm = float(norms.max()) if norms.size else 0.0
         # float32 screening needs |x|^2 (and the products) to be finite in float32; for
         # absurdly large vectors it is skipped: every word is a candidate, every bound 0
         self.screening = self._max_norm < 1e15
-        self._aug: np.ndarray | None = None
-        self._unit32: np.ndarray | None = None
-        if not self.screening:
-            pass
-        elif metric == "euclidean":
-            aug = np.empty((n + 1, self.size), dtype=np.float32)
-            np.multiply(self.x.T, -2.0, out=aug[:-1])
-            aug[-1] = (norms * norms).astype(np.float32)
-            self._aug = aug  # [-2 y ; |y|^2]: one product gives |y|^2 - 2 q.y
+        self._operands: dict[np.dtype[Any], tuple[np.ndarray, np.ndarray]] = {}
+        self._lock = threading.Lock()
+        if self.screening and metric in BLOCK_METRICS:
+            self._block_operands(np.dtype(np.float32))
+        if metric == "euclidean" and self.screening:
             self._sq = (norms * norms).astype(np.float32)
-        elif metric == "angular":
-            unit = self.x / np.where(norms == 0, 1.0, norms)[:, None]
-            self._unit32 = np.ascontiguousarray(unit.astype(np.float32))
-            self._unit32_t = np.ascontiguousarray(self._unit32.T)
+
+    def _block_operands(self, dt: np.dtype[Any]) -> tuple[np.ndarray, np.ndarray]:
+        """The right-hand side of the block product in ``dt`` (built once per dtype).
+
+        euclidean: ``([-2 y ; |y|^2], |y|^2)``: ``[q, 1] @ first + |q|^2 = |q|^2 - 2 q.y + |y|^2``;
+        angular: ``(unit rows, their transpose)``: ``unit[q] @ second`` are the cosines.
+        """
+        with self._lock:  # blocks may run in threads
+            if dt in self._operands:
+                return self._operands[dt]
+            if self.metric == "euclidean":
+                sq = self._norms * self._norms
+                aug = np.empty((self.dim + 1, self.size), dtype=dt)
+                np.multiply(self.x.T, -2.0, out=aug[:-1])
+                aug[-1] = sq
+                self._operands[dt] = (aug, sq.astype(dt))
+            else:
+                unit = np.ascontiguousarray(unit_rows(self.x, dt))
+                self._operands[dt] = (unit, np.ascontiguousarray(unit.T))
+            return self._operands[dt]
+
+    def block(self, q: npt.NDArray[np.int64], out: np.ndarray) -> None:
+        """Fill ``out`` (``len(q) x V``, float32 or float64) with the distances from each ``q`` word to every word.
+
+        One BLAS product per block (euclidean: ``|q|^2 - 2 q.y + |y|^2``; angular: cosines of
+        unit vectors), turned into distances by :mod:`deniable.metrics`; a word's distance to
+        itself is set to exactly 0. float64 agrees with :meth:`exact` to rounding, float32 to
+        about 1e-5 relative. Only for :data:`BLOCK_METRICS`.
+        """
+        if self.metric not in BLOCK_METRICS:
+            raise InvalidParameterError("metric", self.metric, " or ".join(BLOCK_METRICS) + " for blocked distances")
+        dt = out.dtype
+        first, second = self._block_operands(dt)
+        if self.metric == "euclidean":
+            left = np.empty((q.size, self.dim + 1), dtype=dt)
+            left[:, :-1] = self.x[q]
+            left[:, -1] = 1.0
+            np.matmul(left, first, out=out)
+            out += second[q][:, None]
+            euclidean_from_squares(out, out=out)
+        else:
+            np.matmul(first[q], second, out=out)
+            angular_from_cos(out, out=out)
+        out[np.arange(q.size), q] = 0.0
 
     # -- the exact distance ------------------------------------------------------------
     def exact(self, w: int, ys: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
@@ -81,25 +131,9 @@ class Geometry:
 
     def exact_paired(self, ws: npt.NDArray[np.int64], ys: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         """Exact ``d(ws[i], ys[i])``: the arithmetic behind :meth:`exact` too (``ws`` may have one element)."""
-        a = self.x[ws].astype(np.float64)
-        b = self.x[ys].astype(np.float64)
-        if self.metric == "angular":
-            an = np.sqrt(np.einsum("ij,ij->i", a, a))
-            a /= np.where(an == 0, 1.0, an)[:, None]
-            bn = np.sqrt(np.einsum("ij,ij->i", b, b))
-            b /= np.where(bn == 0, 1.0, bn)[:, None]
-            b *= a
-            d = np.arccos(np.clip(b.sum(axis=1), -1.0, 1.0)) / np.pi
-        else:
-            b -= a
-            if self.metric == "euclidean":
-                d = np.sqrt(np.einsum("ij,ij->i", b, b))
-            elif self.metric == "manhattan":
-                d = np.abs(b).sum(axis=1)
-            else:
-                d = np.abs(b).max(axis=1)
+        d = paired_distances(self.x[ws], self.x[ys], self.metric)
         d[ws == ys] = 0.0
-        return np.asarray(d, dtype=np.float64)
+        return d
 
     # -- screening -------------------------------------------------------------------
     def screen(self, q: npt.NDArray[np.int64], out: np.ndarray) -> None:
@@ -111,14 +145,15 @@ class Geometry:
         if not self.screening:
             out[...] = 0.0
         elif self.metric == "euclidean":
-            assert self._aug is not None
+            aug, sq = self._block_operands(np.dtype(np.float32))
             left = np.empty((q.size, self.dim + 1), dtype=np.float32)
             left[:, :-1] = self.x[q]
             left[:, -1] = 1.0
-            np.matmul(left, self._aug, out=out)
-            out += self._sq[q][:, None]
+            np.matmul(left, aug, out=out)
+            out += sq[q][:, None]
         elif self.metric == "angular":
-            np.matmul(self._unit32[q], self._unit32_t, out=out)  # type: ignore[index]
+            unit, unit_t = self._block_operands(np.dtype(np.float32))
+            np.matmul(unit[q], unit_t, out=out)
         else:
             tile = 16384
             for r, w in enumerate(q.tolist()):
@@ -212,3 +247,83 @@ class Geometry:
         else:
             lb = values * np.float32(1 - self._rel)
         return np.asarray(lb, dtype=np.float32)
+
+
+# -- the distribution --------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class TemDistributions:
+    """TEM's output distributions for a block of input words: ``Pr[M(q_i) = y] = weights[i, y] / z[i]``.
+
+    Attributes
+    ----------
+    t
+        ``(b, V)`` truncated distances ``min(d(q_i, y), gamma)`` (the distance rows, clipped
+        in place); ``t[i, q_i] = 0``.
+    weights
+        ``(b, V)`` ``exp(-a t)`` in the dtype of the distances; the input word has weight 1.
+    inside
+        ``(b, V)`` bool: ``y`` is in the ball ``L_w = {y : d(w, y) <= gamma}``.
+    z
+        ``(b,)`` float64 normalisers, ``>= 1``.
+    ball
+        ``(b,)`` ``|L_w|``; the other ``V - ball`` words each have weight :attr:`w_gamma`.
+    t_gamma, w_gamma
+        The truncation distance as stored in :attr:`t` (gamma rounded to its dtype) and its
+        weight ``exp(-a t_gamma)``, computed with the same arithmetic as :attr:`weights`, so
+        every word outside the ball has exactly this weight.
+    """
+
+    t: np.ndarray
+    weights: np.ndarray
+    inside: npt.NDArray[np.bool_]
+    z: npt.NDArray[np.float64]
+    ball: npt.NDArray[np.int64]
+    t_gamma: float
+    w_gamma: float
+
+    @property
+    def p_outside(self) -> npt.NDArray[np.float64]:
+        """Probability of each word outside the ball, per row."""
+        return np.asarray(self.w_gamma / self.z, dtype=np.float64)
+
+
+def tem_distributions(
+    d: np.ndarray, q: npt.NDArray[np.int64], a: float, gamma: float, *, weights: np.ndarray | None = None
+) -> TemDistributions:
+    """THE arithmetic of TEM's output distribution, for a block of input words ``q`` at once.
+
+    ``d`` holds the distances (``b x V``, float32 or float64) from each ``q[i]`` to every
+    word; it is overwritten with ``t = min(d, gamma)`` (and ``d[i, q[i]] = 0``). With
+    ``a = epsilon / 2`` the weight of ``y`` is ``exp(-a t_y)``: ``exp(-a d)`` inside the
+    ball and the constant ``exp(-a gamma)`` outside it (the bottom element, shared by the
+    outside words). The input word has weight ``exp(0) = 1``, the largest, so ``z >= 1``
+    and nothing overflows: no log-space normalisation is needed, and a weight that
+    underflows is a probability below the smallest float anyway. ``weights`` is optional
+    scratch of ``d``'s shape and dtype. :meth:`TruncatedExponential.compact_distribution`
+    calls this with a block of one row; calibration's bulk statistics with many.
+    """
+    dt = d.dtype
+    d[np.arange(q.size), q] = 0.0
+    g, w_gamma = truncation(dt, a, gamma)
+    inside = d <= g
+    ball = np.count_nonzero(inside, axis=1).astype(np.int64)
+    np.minimum(d, g, out=d)
+    w = np.empty_like(d) if weights is None else weights
+    with np.errstate(over="ignore"):
+        np.multiply(d, dt.type(-a), out=w)
+    np.exp(w, out=w)
+    z = w.sum(axis=1, dtype=np.float64)
+    return TemDistributions(d, w, inside, z, ball, float(g), w_gamma)
+
+
+def truncation(dt: npt.DTypeLike, a: float, gamma: float) -> tuple[Any, float]:
+    """``(t_gamma, w_gamma)``: gamma in ``dt`` and the weight ``exp(-a t_gamma)`` of a word outside the ball.
+
+    Computed with the arithmetic of :func:`tem_distributions` (``dt`` multiply, then exp).
+    An enormous gamma is inf in float32: no truncation then, and an outside weight of 0.
+    """
+    dtype: np.dtype[Any] = np.dtype(dt)
+    with np.errstate(over="ignore"):
+        g = np.asarray([gamma], dtype=dtype)
+        prod = np.multiply(g, np.asarray(-a, dtype=dtype))
+    return g[0], float(np.exp(prod)[0])

@@ -43,14 +43,13 @@ from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
-from scipy.special import logsumexp
 
 from .._errors import InvalidParameterError, ResourceLimitError
 from .._progress import progress
 from .._validation import check_epsilon, check_int, check_positive, check_probability
 from ..embedding import Embedding
 from ..metrics import check_metric
-from ._tem_geometry import TEM_METRICS, Geometry
+from ._tem_geometry import TEM_METRICS, Geometry, TemDistributions, tem_distributions
 from ._tem_store import Table, TableStore
 from .base import Mechanism
 from .registry import Option
@@ -135,6 +134,15 @@ class CompactDistribution:
         """Sum of all probabilities (1 up to rounding)."""
         return float(self.probs.sum() + self.n_outside * self.p_outside)
 
+    @classmethod
+    def from_block(cls, dist: TemDistributions, row: int = 0) -> CompactDistribution:
+        """Row ``row`` of a block of TEM distributions."""
+        ids = np.flatnonzero(dist.inside[row]).astype(np.int64)
+        z = float(dist.z[row])
+        probs = np.asarray(dist.weights[row, ids], dtype=np.float64) / z
+        n_out = dist.inside.shape[1] - ids.size
+        return cls(ids, probs, int(n_out), dist.w_gamma / z if n_out else 0.0)
+
 
 @dataclass(frozen=True, eq=False)
 class TruncatedExponential(Mechanism):
@@ -176,6 +184,10 @@ class TruncatedExponential(Mechanism):
     name: ClassVar[str] = "tem"
 
     has_distribution: ClassVar[bool] = True
+    #: capabilities read by calibration: ``compact_distribution(w)``, and a distribution
+    #: ``∝ exp(-epsilon min(d, gamma) / 2)`` over ``embedding`` in ``metric`` (bulk statistics)
+    has_compact_distribution: ClassVar[bool] = True
+    truncated_exponential: ClassVar[bool] = True
 
     embedding: Embedding
     epsilon: float
@@ -294,27 +306,16 @@ class TruncatedExponential(Mechanism):
         return d
 
     def compact_distribution(self, w: int | str) -> CompactDistribution:
-        """The exact output distribution for input ``w``, computed in log space.
+        """The exact output distribution for input ``w`` (float64 distances from :meth:`Geometry.exact`).
 
-        No probability that is representable in float64 underflows to 0, and nothing
-        overflows at huge epsilon or distances.
+        The arithmetic is :func:`~deniable.mechanisms._tem_geometry.tem_distributions` on a
+        block of one row, the same that calibration's bulk statistics run on many rows.
         """
         wid = self._id(w)
         v = self.embedding.size
-        d = self._geo.exact(wid, np.arange(v, dtype=np.int64))
-        inside = d <= self._gamma
-        ids = np.flatnonzero(inside).astype(np.int64)
-        with np.errstate(over="ignore"):
-            logw = -self._a * d[inside]
-            log_out = -self._a * self._gamma
-        n_out = v - ids.size
-        parts = [float(logsumexp(logw))]
-        if n_out:
-            parts.append(math.log(n_out) + log_out)
-        log_z = float(logsumexp(parts))
-        probs = np.exp(logw - log_z)
-        p_out = math.exp(log_out - log_z) if n_out else 0.0
-        return CompactDistribution(ids, probs, int(n_out), p_out)
+        q = np.array([wid], dtype=np.int64)
+        dist = tem_distributions(self._geo.exact(wid, np.arange(v, dtype=np.int64))[None, :], q, self._a, self._gamma)
+        return CompactDistribution.from_block(dist)
 
     def distribution(self, w: int | str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
         """``(ids, probs)`` over the whole vocabulary (from :meth:`compact_distribution`)."""
