@@ -145,7 +145,7 @@ class Embedding:
         h.update("\n".join(self._words).encode("utf-8", "surrogatepass"))
         mat = self._vectors  # C-contiguous: hashed in place, a block of rows at a time (no copy)
         for start in range(0, mat.shape[0], FINITE_CHECK_ROWS):
-            h.update(memoryview(mat[start : start + FINITE_CHECK_ROWS]).cast("B"))
+            h.update(mat[start : start + FINITE_CHECK_ROWS].data)
         return h.hexdigest()
 
     def cache_path(self, *parts: str) -> Path:
