@@ -60,6 +60,12 @@ def test_keep_policies_are_opt_ins_that_warn_once(kw: dict[str, str], match: str
     assert len(record) == 1 and record[0].filename == __file__
 
 
+def test_case_keep_copies_nothing_for_a_case_sensitive_vocabulary() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NotPrivateWarning)
+        Privatizer(Shift(_emb("Paris", "paris")), case="keep")
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -111,8 +117,11 @@ def test_a_lone_string_is_not_a_batch() -> None:
 
 def test_random_state_per_call_follows_the_rule() -> None:
     p = Privatizer(MultivariateLaplace(_emb("nasa", "esa", "rocket", "the"), epsilon=0.1))
-    with pytest.warns(NotPrivateWarning, match="NOT private"):
+    with pytest.warns(NotPrivateWarning, match="NOT private") as record:
         a = p.privatize_batch(["the rocket"] * 20, 7)
+        p.privatize("the rocket", 7)
+        p.privatize_batch_with_stats(["the rocket"], 7)
+    assert [w.filename for w in record] == [__file__] * 3
     with pytest.warns(NotPrivateWarning):
         assert p.privatize_batch(["the rocket"] * 20, 7) == a
     with warnings.catch_warnings():

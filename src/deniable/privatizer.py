@@ -95,23 +95,25 @@ class Privatizer:
         check_choice("case", self.case, CASE_POLICIES)
         # warnings point at the line that built this Privatizer
         # (frames above __post_init__: the dataclass __init__, then its caller)
-        opt_ins = [f"{k}=keep" for k in ("oov", "case") if getattr(self, k) == "keep"]
-        if opt_ins:
+        leaks = self._opt_in_leaks()
+        if leaks:
             warnings.warn(
-                f"{' and '.join(opt_ins)} releases {self._unprotected_phrase()} outside the privacy guarantee",
+                f"{' and '.join(k for k, _ in leaks)} releases {' and '.join(v for _, v in leaks)} "
+                "outside the privacy guarantee",
                 NotPrivateWarning,
                 stacklevel=3,
             )
         if self.random_state is not None:
             object.__setattr__(self, "_rng", check_random_state(self.random_state, stacklevel=3))
 
-    def _unprotected_phrase(self) -> str:
-        what = []
+    def _opt_in_leaks(self) -> list[tuple[str, str]]:
+        """(option, what it releases) for each explicit opt-in that copies input outside the guarantee."""
+        leaks = []
         if self.oov == "keep":
-            what.append("out-of-vocabulary tokens verbatim")
+            leaks.append(("oov=keep", "out-of-vocabulary tokens verbatim"))
         if self.case == "keep" and self.mechanism.embedding.is_lowercase:
-            what.append("the case pattern of every word")
-        return " and ".join(what) or "nothing more"
+            leaks.append(("case=keep", "the case pattern of every word"))
+        return leaks
 
     def describe(self) -> dict[str, Any]:
         """The policies and ``not_protected``: each surface property of a text released outside the guarantee."""
@@ -134,6 +136,7 @@ class Privatizer:
 
     def _generator(self, random_state: RandomState) -> np.random.Generator:
         if random_state is not None:
+            # a seed's warning points at the user's line: frames _generator, _run, the public method
             return check_random_state(random_state, stacklevel=4)
         fixed = self.__dict__.get("_rng")
         return fixed if fixed is not None else check_random_state(None)
@@ -146,16 +149,19 @@ class Privatizer:
         """
         if not isinstance(text, str):
             raise InvalidParameterError("text", type(text).__name__, "a str")
-        return self.privatize_batch_with_stats([text], random_state)[0][0]
+        return self._run([text], random_state)[0][0]
 
     def privatize_batch(self, texts: Sequence[str], random_state: RandomState = None) -> list[str]:
         """Privatize many texts (a list of str, not one str) with one vectorized mechanism call."""
-        return self.privatize_batch_with_stats(texts, random_state)[0]
+        return self._run(texts, random_state)[0]
 
     def privatize_batch_with_stats(
         self, texts: Sequence[str], random_state: RandomState = None
     ) -> tuple[list[str], PrivatizeStats]:
         """Like :meth:`privatize_batch`, also returning token / OOV / changed counts."""
+        return self._run(texts, random_state)
+
+    def _run(self, texts: Sequence[str], random_state: RandomState) -> tuple[list[str], PrivatizeStats]:
         tokenizer = self.mechanism.embedding.tokenizer
         doc = tokenizer.tokenize(texts)
         gen = self._generator(random_state)
