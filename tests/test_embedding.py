@@ -117,10 +117,16 @@ def test_embedding_validation() -> None:
 
 
 def test_default_embedding(glove: Embedding) -> None:
-    assert (glove.size, glove.dim) == (400_000, 50)
+    assert (glove.size, glove.dim) == (336_158, 50)  # the entries that are one word
     assert glove.is_lowercase
     assert glove.words([0]) == ["the"]
     assert glove.ids(["hockey"])[0] > 0
+    assert glove.ids([",", "n't", "2.87", "e-mail"]).tolist() == [-1] * 4
+    full = load_embedding(vocabulary="all")
+    assert full.size == 400_000 and full.ids([","])[0] >= 0
+    assert glove.restrict_to_words() is glove and full.restrict_to_words().fingerprint == glove.fingerprint
+    assert glove.fingerprint != full.fingerprint
+    assert load_embedding(vocab_size=1000).vocabulary == glove.vocabulary[:1000]
 
 
 @pytest.mark.parametrize("mmap", [True, False])
@@ -129,7 +135,7 @@ def test_saved_folder_with_a_nan_row_is_rejected(tmp_path: Path, mmap: bool) -> 
 
     mat = np.ones((70_000, 3), dtype=np.float32)  # more than one 65,536-row check chunk
     mat[66_000, 1] = np.nan
-    Embedding([f"w{i}" for i in range(len(mat))], mat).save(tmp_path / "emb")
+    Embedding([f"w{i}" for i in range(len(mat))], mat, check_finite=False).save(tmp_path / "emb")
     with pytest.raises(EmbeddingError, match="row 66001 has a NaN or infinite value") as info:
         Embedding.load(tmp_path / "emb", mmap=mmap)
     assert VECTORS_FILE in str(info.value)
@@ -140,6 +146,50 @@ def test_saved_folder_with_a_nan_row_is_rejected(tmp_path: Path, mmap: bool) -> 
 def test_saved_folder_with_an_inf_row_is_rejected(tmp_path: Path) -> None:
     mat = np.ones((4, 3), dtype=np.float32)
     mat[0, 0] = np.inf
-    Embedding(["a", "b", "c", "d"], mat).save(tmp_path / "emb")
+    Embedding(["a", "b", "c", "d"], mat, check_finite=False).save(tmp_path / "emb")
     with pytest.raises(EmbeddingError, match="row 1 has"):
         Embedding.load(tmp_path / "emb")
+
+
+def test_constructor_rejects_duplicates_and_non_finite_values() -> None:
+    with pytest.raises(EmbeddingError, match="duplicate word at rows 1 and 2"):
+        Embedding(["a", "a"], np.zeros((2, 2)))
+    for bad in (np.nan, np.inf, -np.inf):
+        mat = np.zeros((3, 2))
+        mat[2, 1] = bad
+        with pytest.raises(EmbeddingError, match="row 3 has a NaN or infinite value"):
+            Embedding(["a", "b", "c"], mat)
+
+
+def test_restrict_to_words_keeps_single_tokens_and_changes_the_fingerprint(tmp_path: Path) -> None:
+    from deniable.text import words
+
+    vocab = ["the", ",", "hockey", "n't", "2.87", "e-mail", "Über", "—", "42", "u.s.", "_", "a_b", "ǰ", "x y"]
+    emb = Embedding(vocab, np.arange(len(vocab) * 2, dtype=np.float32).reshape(-1, 2))
+    sub = emb.restrict_to_words()
+    assert sub.vocabulary == ["the", "hockey", "Über", "42", "ǰ"]
+    assert all(words(w) == [w] for w in sub.vocabulary)
+    np.testing.assert_array_equal(sub.vectors, emb.vectors[[0, 2, 6, 8, 12]])
+    assert sub.ids(["hockey", ","]).tolist() == [1, -1]
+    assert sub.fingerprint != emb.fingerprint
+    assert sub.restrict_to_words() is sub
+    # a saved folder is restricted on load by default, kept whole with vocabulary="all"
+    emb.save(tmp_path / "e")
+    loaded = load_embedding(tmp_path / "e")
+    assert loaded.vocabulary == sub.vocabulary and loaded.fingerprint == sub.fingerprint
+    assert load_embedding(tmp_path / "e", vocabulary="all").fingerprint == emb.fingerprint
+    assert load_embedding(tmp_path / "e", vocab_size=2).vocabulary == ["the", "hockey"]
+    with pytest.raises(InvalidParameterError, match="vocabulary"):
+        load_embedding(tmp_path / "e", vocabulary="some")
+    with pytest.raises(EmbeddingError, match="no vocabulary entry is a word"):
+        Embedding([",", "."], np.zeros((2, 2))).restrict_to_words()
+
+
+def test_restricted_device_artefact_keeps_its_codes(tmp_path: Path) -> None:
+    from deniable.binarize.device import CodeEmbedding
+
+    codes = np.arange(12, dtype=np.uint8).reshape(3, 4)
+    emb = CodeEmbedding(["a", ",", "b"], codes)
+    sub = emb.restrict_to_words()
+    assert isinstance(sub, CodeEmbedding) and sub.vocabulary == ["a", "b"]
+    np.testing.assert_array_equal(sub.codes, codes[[0, 2]])

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deniable import Embedding, InvalidParameterError, MultivariateLaplace, Privatizer
+from deniable import Embedding, InvalidParameterError, MultivariateLaplace, NotPrivateWarning, Privatizer
 from deniable.mechanisms.base import Mechanism
 from deniable.text import apply_case, join, split, words
 
@@ -52,12 +54,20 @@ def toy() -> Embedding:
     return make_toy_embedding()
 
 
+@pytest.fixture(scope="module")
+def keep_all(toy: Embedding) -> Privatizer:
+    """oov=keep and case=keep: today's old defaults, an explicit opt-in now."""
+    with pytest.warns(NotPrivateWarning, match="oov=keep and case=keep"):
+        return Privatizer(
+            MultivariateLaplace(toy, epsilon=1e9), oov="keep", case="keep", random_state=np.random.default_rng(0)
+        )
+
+
 @settings(max_examples=100, deadline=None)
 @given(t=texts)
-def test_huge_epsilon_returns_the_input_exactly(toy: Embedding, t: str) -> None:
-    p = Privatizer(MultivariateLaplace(toy, epsilon=1e9), random_state=np.random.default_rng(0))
-    assert p.privatize(t) == t
-    assert p.privatize_batch([t, "", t]) == [t, "", t]
+def test_huge_epsilon_returns_the_input_exactly(keep_all: Privatizer, t: str) -> None:
+    assert keep_all.privatize(t) == t
+    assert keep_all.privatize_batch([t, "", t]) == [t, "", t]
 
 
 class Shift(Mechanism):
@@ -77,16 +87,19 @@ class Shift(Mechanism):
         return 0.0
 
 
-def test_case_pattern_and_separators_are_kept() -> None:
+def test_case_pattern_and_separators_are_kept_with_case_keep() -> None:
     emb = Embedding(["hockey", "soccer", "nasa", "esa"], np.eye(4, dtype=np.float32))
-    p = Privatizer(Shift(emb))
+    with pytest.warns(NotPrivateWarning, match="case=keep"):
+        p = Privatizer(Shift(emb), case="keep")
     assert p.privatize("Hockey, NASA!\r\nhockey") == "Soccer, ESA!\r\nsoccer"
 
 
-@pytest.mark.parametrize(("oov", "expected"), [("keep", "soccer zzz, soccer"), ("drop", "soccer , soccer")])
+@pytest.mark.parametrize(("oov", "expected"), [("keep", "Soccer zzz, soccer"), ("drop", "Soccer, soccer")])
 def test_oov_policies(oov: str, expected: str) -> None:
     emb = Embedding(["hockey", "soccer"], np.eye(2, dtype=np.float32))
-    p = Privatizer(Shift(emb), oov=oov)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NotPrivateWarning)
+        p = Privatizer(Shift(emb), oov=oov)
     out, stats = p.privatize_batch_with_stats(["hockey zzz, hockey"], np.random.default_rng(0))
     assert out == [expected]
     assert (stats.tokens, stats.oov, stats.changed) == (3, 1, 2)
@@ -94,7 +107,7 @@ def test_oov_policies(oov: str, expected: str) -> None:
 
 def test_oov_random_replaces_with_vocabulary_words() -> None:
     emb = Embedding(["hockey", "soccer"], np.eye(2, dtype=np.float32))
-    out = Privatizer(Shift(emb), oov="random").privatize("zzz qqq", np.random.default_rng(0))
+    out = Privatizer(Shift(emb), oov="random", case="lower").privatize("zzz qqq", np.random.default_rng(0))
     assert all(w in ("hockey", "soccer") for w in words(out))
 
 
@@ -107,19 +120,23 @@ def test_privatizer_validation(toy: Embedding) -> None:
         Privatizer(MultivariateLaplace(toy, epsilon=1.0)).privatize_batch(["ok", None])  # type: ignore[list-item]
 
 
-def test_case_sensitive_embedding_is_looked_up_exactly() -> None:
+@pytest.mark.parametrize("case", ["sentence", "lower", "keep"])
+def test_case_sensitive_embedding_is_looked_up_exactly(case: str) -> None:
     emb = Embedding(["Paris", "paris"], np.eye(2, dtype=np.float32))
     assert not emb.is_lowercase
-    p = Privatizer(Shift(emb))
-    assert p.privatize("Paris paris PARIS") == "paris Paris PARIS"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NotPrivateWarning)
+        p = Privatizer(Shift(emb), oov="keep", case=case)
+    assert p.privatize("Paris paris PARIS") == "paris Paris PARIS"  # vocabulary words as is, first one too
 
 
 def test_seeded_privatizer_warns_at_the_callers_line(toy: Embedding) -> None:
-    from deniable import NotPrivateWarning
-
     mech = MultivariateLaplace(toy, epsilon=1.0)
     with pytest.warns(NotPrivateWarning, match="NOT private") as record:
         Privatizer(mech, random_state=1)
+    with pytest.warns(NotPrivateWarning, match="oov=keep") as record2:
+        Privatizer(mech, oov="keep")
+    assert [w.filename for w in record2] == [__file__]
     assert [w.filename for w in record] == [__file__]
     with pytest.raises(TypeError):
         Privatizer(mech, seed=1)  # type: ignore[call-arg]

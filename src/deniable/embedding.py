@@ -13,6 +13,7 @@ import numpy.typing as npt
 from ._cache import atomic_path, cache_dir
 from ._errors import EmbeddingError, InvalidParameterError
 from ._validation import check_int
+from .text import Tokenizer, word_mask
 
 __all__ = ["Embedding"]
 
@@ -35,12 +36,21 @@ class Embedding:
     """Words and their vectors. Row ``i`` of :attr:`vectors` is the vector of ``words[i]``.
 
     The matrix is float32, C-contiguous and read-only (it may be a memory map). Words
-    are unique. Ids are row numbers (int64); the order is kept, and loaders keep the
-    file's order, which for GloVe and word2vec is corpus frequency, most frequent
-    first (so :meth:`subset` keeps the most frequent words).
+    are unique and every value is finite: both are checked on construction (the values
+    ``FINITE_CHECK_ROWS`` rows at a time; ``check_finite=False`` skips that for a
+    caller that has checked them already). Ids are row numbers (int64); the order is
+    kept, and loaders keep the file's order, which for GloVe and word2vec is corpus
+    frequency, most frequent first (so :meth:`subset` keeps the most frequent words).
     """
 
-    def __init__(self, words: Sequence[str], vectors: npt.ArrayLike, *, name: str = "embedding"):
+    def __init__(
+        self,
+        words: Sequence[str],
+        vectors: npt.ArrayLike,
+        *,
+        name: str = "embedding",
+        check_finite: bool = True,
+    ):
         mat = vectors if isinstance(vectors, np.ndarray) else np.asarray(vectors)
         if mat.ndim != 2:
             raise EmbeddingError(f"{name}: vectors must be a 2-d (V, n) matrix, got shape {mat.shape}")
@@ -50,14 +60,35 @@ class Embedding:
             raise EmbeddingError(f"{name}: {len(words)} words but {mat.shape[0]} vector rows; they must match")
         if mat.shape[0] == 0 or mat.shape[1] == 0:
             raise EmbeddingError(f"{name}: the embedding is empty (shape {mat.shape})")
-        if isinstance(mat, np.memmap) or not mat.flags.writeable:
-            pass
-        else:
+        if check_finite:
+            bad = first_nonfinite_row(mat)
+            if bad is not None:
+                raise EmbeddingError(f"{name}: row {bad + 1} has a NaN or infinite value")
+        word_list = list(words)
+        index: dict[str, int] = {}
+        for i, w in enumerate(word_list):
+            j = index.setdefault(w, i)
+            if j != i:
+                raise EmbeddingError(f"{name}: duplicate word at rows {j + 1} and {i + 1} (words must be unique)")
+        self._init_checked(word_list, mat, name, index)
+
+    def _init_checked(self, words: list[str], mat: np.ndarray, name: str, index: dict[str, int] | None) -> None:
+        """Set the fields from already validated parts (unique words, finite float32 C-contiguous rows)."""
+        if not isinstance(mat, np.memmap) and mat.flags.writeable:
             mat = mat.view()
             mat.flags.writeable = False
-        self._words = list(words)
+        self._words = words
         self._vectors = mat
         self.name = name
+        if index is not None:
+            self.__dict__["index_of"] = index
+
+    @staticmethod
+    def _checked(words: list[str], mat: np.ndarray, name: str) -> Embedding:
+        """An :class:`Embedding` from parts of a validated one (no second validation pass)."""
+        emb = Embedding.__new__(Embedding)
+        emb._init_checked(words, mat, name, None)
+        return emb
 
     # -- basic properties -------------------------------------------------
     @property
@@ -97,12 +128,24 @@ class Embedding:
         return all(w == w.lower() for w in self._words)
 
     @cached_property
+    def tokenizer(self) -> Tokenizer:
+        """The :class:`~deniable.text.Tokenizer` over this vocabulary (built once)."""
+        return Tokenizer(self)
+
+    @cached_property
     def fingerprint(self) -> str:
-        """A sha256 of the words and the vectors: the key of cached artefacts."""
+        """A sha256 of the words and the vectors: the key of cached artefacts.
+
+        It covers exactly what this object holds, so a restricted or subset embedding
+        (:meth:`restrict_to_words`, :meth:`subset`) has its own fingerprint, and saving
+        and loading keeps it.
+        """
         h = hashlib.sha256()
         h.update(str(self._vectors.shape).encode())
         h.update("\n".join(self._words).encode("utf-8", "surrogatepass"))
-        h.update(np.ascontiguousarray(self._vectors).tobytes())
+        mat = self._vectors  # C-contiguous: hashed in place, a block of rows at a time (no copy)
+        for start in range(0, mat.shape[0], FINITE_CHECK_ROWS):
+            h.update(mat[start : start + FINITE_CHECK_ROWS].data)
         return h.hexdigest()
 
     def cache_path(self, *parts: str) -> Path:
@@ -143,7 +186,29 @@ class Embedding:
         n = check_int("vocab_size", vocab_size, minimum=1)
         if n >= self.size:
             return self
-        return Embedding(self._words[:n], self._vectors[:n], name=f"{self.name}[:{n}]")
+        return Embedding._checked(self._words[:n], self._vectors[:n], f"{self.name}[:{n}]")
+
+    def restrict_to_words(self) -> Embedding:
+        """Only the entries the tokenizer reads back as exactly one word (ids renumbered, order kept).
+
+        A vocabulary entry such as ``,``, ``n't``, ``e-mail`` or ``2.87`` can never be
+        an input token, and as an output it would change the text's word count and
+        separators. The guarantee of a mechanism over the restricted embedding is a
+        guarantee over the restricted vocabulary. Returns ``self`` when every entry is a
+        word; otherwise a copy of the kept rows (GloVe 6B: 336,158 of 400,000, 67 MB)
+        with its own :attr:`fingerprint`.
+        """
+        mask = word_mask(self._words)
+        if mask.all():
+            return self
+        if not mask.any():
+            raise EmbeddingError(f"{self.name}: no vocabulary entry is a word (letters and digits only)")
+        return self._take(np.flatnonzero(mask), name=f"{self.name}[words]")
+
+    def _take(self, rows: npt.NDArray[np.int64], name: str) -> Embedding:
+        """The embedding of the given rows (validated ids, increasing), as a copy."""
+        w = self._words
+        return Embedding._checked([w[i] for i in rows.tolist()], np.ascontiguousarray(self._vectors[rows]), name)
 
     # -- persistence ------------------------------------------------------
     def save(self, folder: str | Path) -> Path:
@@ -188,24 +253,8 @@ class Embedding:
         name: str = "embedding",
         check_finite: bool = True,
     ) -> Embedding:
-        """Build and validate: unique words, finite values, matching row count."""
-        mat = vectors if isinstance(vectors, np.ndarray) else np.asarray(vectors)
-        if mat.ndim != 2:
-            raise EmbeddingError(f"{name}: vectors must be 2-d, got shape {mat.shape}")
-        if len(words) != mat.shape[0]:
-            raise EmbeddingError(f"{name}: {len(words)} words but {mat.shape[0]} vector rows")
-        if check_finite:
-            bad = first_nonfinite_row(mat)
-            if bad is not None:
-                raise EmbeddingError(f"{name}: row {bad + 1} has a NaN or infinite value")
-        seen: dict[str, int] = {}
-        for i, w in enumerate(words):
-            j = seen.setdefault(w, i)
-            if j != i:
-                raise EmbeddingError(f"{name}: duplicate word at rows {j + 1} and {i + 1} (words must be unique)")
-        emb = cls(words, mat, name=name)
-        emb.__dict__["index_of"] = seen
-        return emb
+        """Build and validate: unique words, finite values, matching row count (same as the constructor)."""
+        return cls(words, vectors, name=name, check_finite=check_finite)
 
 
 def _save_npy(path: Path, mat: np.ndarray) -> None:

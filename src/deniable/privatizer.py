@@ -1,27 +1,33 @@
-"""Text in, text out: tokenizer + case/OOV policy + a mechanism, in batches."""
+"""Text in, text out: a mechanism applied to every word, with the out-of-vocabulary and case policies.
+
+The :class:`~deniable.text.Tokenizer` (``embedding.tokenizer``) does the text work
+(splitting, lookup, joining, casing, dropping); the :class:`Privatizer` decides the
+policies, calls the mechanism once per batch and counts.
+"""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
-from ._errors import InvalidParameterError
+from ._errors import InvalidParameterError, NotPrivateWarning
 from ._random import RandomState, check_random_state
 from ._validation import check_choice
 from .mechanisms.base import Mechanism
-from .text import WORD_PATTERN, apply_case
+from .text import CASE_POLICIES
 
-__all__ = ["OOV_POLICIES", "PrivatizeStats", "Privatizer"]
+__all__ = ["CASE_POLICIES", "OOV_POLICIES", "PrivatizeStats", "Privatizer"]
 
-OOV_POLICIES = ("keep", "drop", "random")
+OOV_POLICIES = ("random", "drop", "keep")
 
 
 @dataclass
 class PrivatizeStats:
-    """Counts for a report. Kept out-of-vocabulary tokens are NOT protected."""
+    """Counts for a report. Kept out-of-vocabulary tokens (``oov="keep"``) are NOT protected."""
 
     texts: int = 0
     tokens: int = 0
@@ -49,91 +55,134 @@ class Privatizer:
     mechanism
         Any :class:`~deniable.mechanisms.Mechanism`.
     oov
-        What to do with a word token that is not in the embedding: ``"keep"`` it as is
-        (default; NOT protected, and counted), ``"drop"`` it (separators around it stay),
-        or replace it with a uniformly ``"random"`` vocabulary word (private).
+        What to do with a word token that is not in the embedding: replace it with a
+        uniformly ``"random"`` vocabulary word (default; private), ``"drop"`` it together
+        with one whitespace run next to it (no empty slot is left; the number of tokens
+        then shows how many were dropped), or ``"keep"`` it verbatim (NOT protected:
+        out-of-vocabulary tokens are often the most identifying ones; warns
+        :class:`~deniable.NotPrivateWarning`).
     random_state
         ``None`` (default): a fresh cryptographically secure generator per call.
         An int: reproducible, NOT private (warns). A Generator: used as is.
+    case
+        How output words are cased (:data:`CASE_POLICIES`). ``"sentence"`` (default):
+        lower case, except the first word of a text and the first word after ``.``,
+        ``!`` or ``?`` plus whitespace -- a function of the separators, which are
+        released anyway. ``"lower"``: all lower case. ``"keep"``: each output word takes
+        the input token's case pattern (``NASA`` -> ``ESA``) and a word the mechanism
+        leaves unchanged is emitted exactly as typed -- this copies information from
+        the input outside the guarantee (warns :class:`~deniable.NotPrivateWarning`).
 
-    Lookups ignore case when the embedding is all lower case; an output word takes the
-    input token's case pattern (``Hockey`` -> ``Soccer``, ``NASA`` -> ``ESA``), and when
-    the mechanism returns the input word the original token is emitted unchanged.
-    Everything that is not a word token comes back byte for byte.
+    Lookups ignore case when the embedding is all lower case. For a case-sensitive
+    embedding (any upper-case entry) lookup is exact, case is part of the word the
+    mechanism protects, and the output is the vocabulary word as is under every
+    ``case`` policy. Everything that is not a word token (the separators) comes back
+    byte for byte; :meth:`describe` lists what is outside the guarantee.
     """
 
     mechanism: Mechanism
-    oov: str = "keep"
+    oov: str = "random"
     random_state: RandomState = None
+    case: str = "sentence"
 
     OOV_POLICIES: ClassVar[tuple[str, ...]] = OOV_POLICIES
+    CASE_POLICIES: ClassVar[tuple[str, ...]] = CASE_POLICIES
 
     def __post_init__(self) -> None:
         if not isinstance(self.mechanism, Mechanism):
             raise InvalidParameterError("mechanism", type(self.mechanism).__name__, "a deniable mechanism object")
         check_choice("oov", self.oov, OOV_POLICIES)
+        check_choice("case", self.case, CASE_POLICIES)
+        # warnings point at the line that built this Privatizer
+        # (frames above __post_init__: the dataclass __init__, then its caller)
+        leaks = self._opt_in_leaks()
+        if leaks:
+            warnings.warn(
+                f"{' and '.join(k for k, _ in leaks)} releases {' and '.join(v for _, v in leaks)} "
+                "outside the privacy guarantee",
+                NotPrivateWarning,
+                stacklevel=3,
+            )
         if self.random_state is not None:
-            # the "NOT private" warning points at the line that built this Privatizer
-            # (frames above __post_init__: the dataclass __init__, then its caller)
             object.__setattr__(self, "_rng", check_random_state(self.random_state, stacklevel=3))
 
-    def _generator(self, rng: np.random.Generator | None) -> np.random.Generator:
-        if rng is not None:
-            return rng
+    def _opt_in_leaks(self) -> list[tuple[str, str]]:
+        """(option, what it releases) for each explicit opt-in that copies input outside the guarantee."""
+        leaks = []
+        if self.oov == "keep":
+            leaks.append(("oov=keep", "out-of-vocabulary tokens verbatim"))
+        if self.case == "keep" and self.mechanism.embedding.is_lowercase:
+            leaks.append(("case=keep", "the case pattern of every word"))
+        return leaks
+
+    def describe(self) -> dict[str, Any]:
+        """The policies and ``not_protected``: each surface property of a text released outside the guarantee."""
+        emb = self.mechanism.embedding
+        case_sensitive = not emb.is_lowercase
+        not_protected = ["separators (spaces, punctuation, line breaks, emoji) and the number of word tokens"]
+        if self.oov == "keep":
+            not_protected.append("out-of-vocabulary tokens, released verbatim (oov=keep)")
+        elif self.oov == "drop":
+            not_protected.append("the number of out-of-vocabulary tokens, which are dropped (oov=drop)")
+        if self.case == "keep" and not case_sensitive:
+            not_protected.append("case pattern of each word (case=keep)")
+        return {
+            "oov": self.oov,
+            "case": self.case,
+            "case_sensitive_vocabulary": case_sensitive,
+            "vocabulary_size": emb.size,
+            "not_protected": not_protected,
+        }
+
+    def _generator(self, random_state: RandomState) -> np.random.Generator:
+        if random_state is not None:
+            # a seed's warning points at the user's line: frames _generator, _run, the public method
+            return check_random_state(random_state, stacklevel=4)
         fixed = self.__dict__.get("_rng")
         return fixed if fixed is not None else check_random_state(None)
 
-    def privatize(self, text: str, rng: np.random.Generator | None = None) -> str:
-        """Privatize one text."""
-        return self.privatize_batch([text], rng)[0]
+    def privatize(self, text: str, random_state: RandomState = None) -> str:
+        """Privatize one text.
 
-    def privatize_batch(self, texts: Sequence[str], rng: np.random.Generator | None = None) -> list[str]:
-        """Privatize many texts with one vectorized mechanism call."""
-        return self.privatize_batch_with_stats(texts, rng)[0]
+        ``random_state`` (this call only): ``None`` uses the Privatizer's own (fresh secure
+        randomness unless it was built with one); an int or a Generator as everywhere.
+        """
+        if not isinstance(text, str):
+            raise InvalidParameterError("text", type(text).__name__, "a str")
+        return self._run([text], random_state)[0][0]
+
+    def privatize_batch(self, texts: Sequence[str], random_state: RandomState = None) -> list[str]:
+        """Privatize many texts (a list of str, not one str) with one vectorized mechanism call."""
+        return self._run(texts, random_state)[0]
 
     def privatize_batch_with_stats(
-        self, texts: Sequence[str], rng: np.random.Generator | None = None
+        self, texts: Sequence[str], random_state: RandomState = None
     ) -> tuple[list[str], PrivatizeStats]:
         """Like :meth:`privatize_batch`, also returning token / OOV / changed counts."""
-        gen = self._generator(rng)
-        emb = self.mechanism.embedding
-        lower = emb.is_lowercase
-        splits: list[list[str]] = []
-        tokens: list[str] = []
-        for i, t in enumerate(texts):
-            if not isinstance(t, str):
-                raise InvalidParameterError(
-                    f"texts[{i}]", type(t).__name__, "a str (None/NaN cells must be handled by the caller)"
-                )
-            parts = WORD_PATTERN.split(t)
-            splits.append(parts)
-            tokens.extend(parts[1::2])
-        keys = [w.lower() for w in tokens] if lower else tokens
-        get = emb.index_of.get
-        ids = np.fromiter((get(w, -1) for w in keys), dtype=np.int64, count=len(keys))
+        return self._run(texts, random_state)
+
+    def _run(self, texts: Sequence[str], random_state: RandomState) -> tuple[list[str], PrivatizeStats]:
+        tokenizer = self.mechanism.embedding.tokenizer
+        doc = tokenizer.tokenize(texts)
+        gen = self._generator(random_state)
+        ids = doc.ids
         known = ids >= 0
         out = ids.copy()
         if known.any():
             out[known] = self.mechanism.privatize(ids[known], gen)
-        n_oov = int((~known).sum())
-        if n_oov and self.oov == "random":
-            out[~known] = gen.integers(0, emb.size, size=n_oov)
-        changed = out != ids
-        # Rewrite only the tokens that change (or are dropped); everything else is kept as is.
-        counts = np.fromiter((len(parts) // 2 for parts in splits), dtype=np.int64, count=len(splits))
-        offsets = np.concatenate([[0], np.cumsum(counts)])
-        words_of = emb._words  # hot path: avoid the copy made by .vocabulary
-        touch = np.nonzero(changed | ((ids < 0) & (self.oov == "drop")))[0]
-        text_of = np.searchsorted(offsets, touch, side="right") - 1
-        for k, t in zip(touch.tolist(), text_of.tolist(), strict=True):
-            parts = splits[t]
-            slot = 2 * (k - int(offsets[t])) + 1
-            if ids[k] < 0 and self.oov == "drop":
-                parts[slot] = ""
-            elif lower:
-                parts[slot] = apply_case(parts[slot], words_of[out[k]])
+        n_oov = len(ids) - int(known.sum())
+        verbatim = drop = None
+        if n_oov:
+            if self.oov == "random":
+                out[~known] = gen.integers(0, self.mechanism.embedding.size, size=n_oov)
+            elif self.oov == "drop":
+                drop = ~known
             else:
-                parts[slot] = words_of[out[k]]
-        result = ["".join(parts) for parts in splits]
-        stats = PrivatizeStats(texts=len(texts), tokens=len(tokens), oov=n_oov, changed=int(changed[known].sum()))
+                verbatim = ~known
+        if self.case == "keep":  # a word left unchanged is emitted exactly as typed
+            same = known & (out == ids)
+            verbatim = same if verbatim is None else verbatim | same
+        result = tokenizer.render(doc, out, case=self.case, verbatim=verbatim, drop=drop)
+        changed = int((out[known] != ids[known]).sum())
+        stats = PrivatizeStats(texts=len(doc.parts), tokens=len(ids), oov=n_oov, changed=changed)
         return result, stats

@@ -1,18 +1,63 @@
-"""Tokenization that round-trips exactly, and the case policy.
+"""Tokenization that round-trips exactly, vocabulary lookup, and the case policy.
 
-A *word* is a maximal run of Unicode letters and digits (``[^\\W_]+``). Everything
-between words (spaces, punctuation, apostrophes, line breaks, emoji) is a
-*separator* and is never changed. ``split(text)`` returns the separators and words
-interleaved, and ``"".join(parts) == text`` always.
+A *word* is a maximal run of Unicode letters and digits (``[^\\W_]+``, i.e. characters
+for which :meth:`str.isalnum` is true). Everything between words (spaces,
+punctuation, apostrophes, line breaks, emoji) is a *separator* and is never changed.
+``split(text)`` returns the separators and words interleaved, and
+``"".join(parts) == text`` always.
+
+:class:`Tokenizer` is the one place that turns texts into vocabulary ids and ids back
+into texts: splitting and joining, lookup (case folded for an all-lower-case
+vocabulary, batched), dropping a token without leaving a trace of its slot, and the
+case of the output words (:data:`CASE_POLICIES`). The module functions
+(:func:`split`, :func:`words`, :func:`join`, :func:`apply_case`, :data:`WORD_PATTERN`)
+are the same rules for callers that need no vocabulary. No other module defines its
+own word pattern.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-__all__ = ["WORD_PATTERN", "apply_case", "join", "split", "words"]
+import numpy as np
+import numpy.typing as npt
+
+from ._errors import InvalidParameterError
+from ._validation import check_choice
+
+if TYPE_CHECKING:
+    from .embedding import Embedding
+
+__all__ = [
+    "CASE_POLICIES",
+    "SENTENCE_END",
+    "WORD_PATTERN",
+    "Tokenized",
+    "Tokenizer",
+    "apply_case",
+    "capitalize",
+    "is_word",
+    "join",
+    "split",
+    "word_mask",
+    "words",
+]
 
 WORD_PATTERN = re.compile(r"([^\W_]+)")
+
+#: A separator that ends a sentence: ``.``, ``!`` or ``?`` (optionally followed by closing
+#: quotes or brackets) and then whitespace. Under ``case="sentence"`` the next word gets a capital.
+SENTENCE_END = re.compile(r"[.!?][\"'\u2019\u201d\u00bb)\]]*\s")
+
+#: How output words are cased (for an all-lower-case vocabulary), see :meth:`Tokenizer.render`.
+CASE_POLICIES = ("sentence", "lower", "keep")
+
+_WHITESPACE_AT_START = re.compile(r"\A\s+")
+_WHITESPACE_AT_END = re.compile(r"\s+\Z")
 
 
 def split(text: str) -> list[str]:
@@ -30,16 +75,237 @@ def join(parts: list[str]) -> str:
     return "".join(parts)
 
 
+def is_word(s: str) -> bool:
+    """True when :func:`words` reads ``s`` back as exactly one word (``s`` is one token)."""
+    return s.isalnum()  # the same characters as [^\W_], and not empty
+
+
+def word_mask(strings: Iterable[str]) -> npt.NDArray[np.bool_]:
+    """:func:`is_word` of each string, as a boolean array (one C-level pass)."""
+    items = strings if isinstance(strings, Sequence) else list(strings)
+    return np.fromiter(map(str.isalnum, items), dtype=bool, count=len(items))
+
+
 def apply_case(template: str, word: str) -> str:
     """Give ``word`` the case pattern of ``template``.
 
     ALL CAPS (two or more cased letters, all upper) -> upper; Title -> first letter
-    upper; anything else -> ``word`` unchanged.
+    upper; anything else -> ``word`` unchanged. A result that would not read back as
+    one word (a few letters upper-case to a letter plus a combining mark) stays ``word``.
     """
     if template.islower() or not any(c.isalpha() for c in template):
         return word
     if template.isupper() and sum(c.isalpha() for c in template) > 1:
-        return word.upper()
+        out = word.upper()
+        return out if out.isalnum() else word
     if template[:1].isupper():
-        return word[:1].upper() + word[1:]
+        return capitalize(word)
     return word
+
+
+def capitalize(word: str) -> str:
+    """``word`` with its first character upper case (the rest unchanged), if that stays one word."""
+    out = word[:1].upper() + word[1:]
+    return out if out.isalnum() else word
+
+
+@dataclass(eq=False)
+class Tokenized:
+    """A batch of texts split into words, with their vocabulary ids.
+
+    ``parts[t]`` is :func:`split` of text ``t``; ``tokens`` are all the word tokens of
+    the batch in order (text ``t`` owns ``tokens[offsets[t]:offsets[t + 1]]``); ``ids``
+    are their vocabulary ids, ``-1`` for a token that is not in the vocabulary.
+    """
+
+    parts: list[list[str]]
+    tokens: list[str]
+    offsets: npt.NDArray[np.int64]
+    ids: npt.NDArray[np.int64]
+
+    @property
+    def known(self) -> npt.NDArray[np.bool_]:
+        """Which tokens are in the vocabulary."""
+        return self.ids >= 0
+
+
+class Tokenizer:
+    """Texts <-> vocabulary ids for one embedding (get it as ``embedding.tokenizer``).
+
+    Lookup ignores case when the vocabulary is all lower case (``Hockey`` -> ``hockey``)
+    and is exact otherwise. Splitting and joining round-trip exactly; only the word
+    tokens that :meth:`render` is told to replace or drop change.
+    """
+
+    def __init__(self, embedding: Embedding) -> None:
+        self.embedding = embedding
+        #: True when lookups (and output words) are lower case.
+        self.fold_case: bool = embedding.is_lowercase
+        self._index = embedding.index_of
+        self._words = np.array(embedding.vocabulary, dtype=object)
+
+    def __repr__(self) -> str:
+        return f"Tokenizer({self.embedding.name!r}, fold_case={self.fold_case})"
+
+    # -- text -> ids --------------------------------------------------------
+    def lookup(self, tokens: Sequence[str]) -> npt.NDArray[np.int64]:
+        """Ids of word tokens (case folded for a lower-case vocabulary); -1 when absent."""
+        keys: Iterable[str] = map(str.lower, tokens) if self.fold_case else tokens
+        return np.fromiter(map(self._index.get, keys, itertools.repeat(-1)), dtype=np.int64, count=len(tokens))
+
+    def tokenize(self, texts: Sequence[str], name: str = "texts") -> Tokenized:
+        """Split every text and look all its word tokens up in one batch.
+
+        ``texts`` must be a sequence of ``str`` (a lone ``str`` is rejected: it is not a
+        batch); an error names ``texts[i]``, never the text.
+        """
+        if isinstance(texts, str | bytes):
+            raise InvalidParameterError(name, type(texts).__name__, "a list of str (one str per text), not one str")
+        parts: list[list[str]] = []
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise InvalidParameterError(
+                    f"{name}[{i}]", type(t).__name__, "a str (None/NaN cells must be handled by the caller)"
+                )
+            parts.append(WORD_PATTERN.split(t))
+        tokens = list(itertools.chain.from_iterable(p[1::2] for p in parts))
+        counts = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)) // 2
+        offsets = np.zeros(len(parts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        return Tokenized(parts, tokens, offsets, self.lookup(tokens))
+
+    # -- ids -> text --------------------------------------------------------
+    def render(
+        self,
+        doc: Tokenized,
+        ids: npt.ArrayLike,
+        *,
+        case: str = "sentence",
+        verbatim: npt.ArrayLike | None = None,
+        drop: npt.ArrayLike | None = None,
+    ) -> list[str]:
+        """Texts of ``doc`` with word token ``k`` replaced by vocabulary word ``ids[k]``.
+
+        Parameters
+        ----------
+        doc
+            What :meth:`tokenize` returned (not modified).
+        ids
+            One output id per token of ``doc`` (ignored where ``verbatim`` or ``drop``).
+        case
+            How replaced words are cased when the vocabulary is all lower case:
+            ``"sentence"`` -- lower case, except the first word of a text and the first
+            word after a sentence end (:data:`SENTENCE_END`: ``.``, ``!`` or ``?`` then
+            whitespace) which get a capital: a function of the separators only;
+            ``"lower"`` -- lower case; ``"keep"`` -- each word takes the case pattern of
+            the token it replaces (:func:`apply_case`; this copies information from the
+            input). For a case-sensitive vocabulary the vocabulary word is used as is
+            under every policy.
+        verbatim
+            Boolean mask of tokens emitted exactly as in the input.
+        drop
+            Boolean mask of tokens removed. A dropped token goes together with one
+            whitespace run next to it so that no empty slot marks where it was:
+            the run before it, unless that run holds a line break and the run after it
+            does not (or there is none before), then the run after it. Punctuation is
+            never removed (``"a zzz b"`` -> ``"a b"``, ``"a zzz"`` -> ``"a"``,
+            ``"zzz, b"`` -> ``", b"``, ``"a zzz\\nb"`` -> ``"a\\nb"``).
+        """
+        check_choice("case", case, CASE_POLICIES)
+        n = len(doc.tokens)
+        out_ids = np.asarray(ids, dtype=np.int64)
+        if out_ids.shape != (n,):
+            raise InvalidParameterError("ids", out_ids.shape, f"one id per token, shape ({n},)")
+        keep = np.zeros(n, dtype=bool) if verbatim is None else np.asarray(verbatim, dtype=bool)
+        gone = np.zeros(n, dtype=bool) if drop is None else np.asarray(drop, dtype=bool)
+        replace = ~(keep | gone)
+        chosen = out_ids[replace]
+        if chosen.size and (chosen.min() < 0 or chosen.max() >= len(self._words)):
+            raise InvalidParameterError("ids", "out of range", f"word ids in [0, {len(self._words) - 1}]")
+        out = np.empty(n, dtype=object)
+        out[replace] = self._words[out_ids[replace]]
+        if keep.any():
+            out[keep] = np.asarray(doc.tokens, dtype=object)[keep]
+        if case == "keep" and self.fold_case:
+            _transfer_case(doc.tokens, out, replace)
+        parts = [p.copy() for p in doc.parts]
+        offsets = doc.offsets
+        if gone.any():
+            parts, out, replace, offsets = _drop_tokens(parts, out, replace, offsets, gone)
+        if case == "sentence" and self.fold_case:
+            _sentence_case(parts, out, replace, offsets)
+        new = out.tolist()
+        for t, p in enumerate(parts):
+            a, b = int(offsets[t]), int(offsets[t + 1])
+            if b > a:
+                p[1::2] = new[a:b]
+        return ["".join(p) for p in parts]
+
+
+def _transfer_case(tokens: list[str], out: npt.NDArray[np.object_], replace: npt.NDArray[np.bool_]) -> None:
+    """``case="keep"``: replaced words take the case pattern of the input token (only where it has one)."""
+    cased = np.fromiter(map(str.islower, tokens), dtype=bool, count=len(tokens))
+    for k in np.flatnonzero(replace & ~cased).tolist():
+        out[k] = apply_case(tokens[k], out[k])
+
+
+def _sentence_case(
+    parts: list[list[str]],
+    out: npt.NDArray[np.object_],
+    replace: npt.NDArray[np.bool_],
+    offsets: npt.NDArray[np.int64],
+) -> None:
+    """``case="sentence"``: capitalize replaced words that start a text or follow a sentence end."""
+    before = list(itertools.chain.from_iterable(p[0:-1:2] for p in parts))  # the separator before each word
+    ends = {s: SENTENCE_END.search(s) is not None for s in set(before)}
+    start = np.fromiter(map(ends.__getitem__, before), dtype=bool, count=len(before))
+    firsts = offsets[:-1][offsets[1:] > offsets[:-1]]
+    start[firsts] = True
+    for k in np.flatnonzero(start & replace).tolist():
+        out[k] = capitalize(out[k])
+
+
+def _has_break(s: str) -> bool:
+    return "\n" in s or "\r" in s
+
+
+def _drop_tokens(
+    parts: list[list[str]],
+    out: npt.NDArray[np.object_],
+    replace: npt.NDArray[np.bool_],
+    offsets: npt.NDArray[np.int64],
+    gone: npt.NDArray[np.bool_],
+) -> tuple[list[list[str]], npt.NDArray[np.object_], npt.NDArray[np.bool_], npt.NDArray[np.int64]]:
+    """Remove the dropped tokens and one adjacent whitespace run each; re-index what remains."""
+    hit = np.flatnonzero(gone)
+    texts = np.searchsorted(offsets, hit, side="right") - 1
+    for t in np.unique(texts).tolist():
+        p = parts[t]
+        a = int(offsets[t])
+        seps, toks = p[0::2], p[1::2]
+        merged = [seps[0]]
+        kept: list[str] = []
+        for j, tok in enumerate(toks):
+            right = seps[j + 1]
+            if gone[a + j]:
+                left = merged[-1]
+                lw = _WHITESPACE_AT_END.search(left)
+                rw = _WHITESPACE_AT_START.match(right)
+                if lw is not None and (rw is None or not _has_break(lw.group()) or _has_break(rw.group())):
+                    merged[-1] = left[: lw.start()] + right
+                elif rw is not None:
+                    merged[-1] = left + right[rw.end() :]
+                else:
+                    merged[-1] = left + right
+            else:
+                kept.append(tok)
+                merged.append(right)
+        new = [merged[0]]
+        for tok, sep in zip(kept, merged[1:], strict=True):
+            new += [tok, sep]
+        parts[t] = new
+    stay = ~gone
+    counts = np.diff(offsets) - np.bincount(texts, minlength=len(parts))
+    new_offsets = np.zeros_like(offsets)
+    np.cumsum(counts, out=new_offsets[1:])
+    return parts, out[stay], replace[stay], new_offsets

@@ -81,7 +81,7 @@ class CodeEmbedding(Embedding):
         self.params: dict[str, Any] = dict(params or {})
         # The float32 *view* of the code bytes (no copy) stands in for the matrix, so the
         # fingerprint and cache keys cover the codes; it is never exposed as vectors.
-        super().__init__(words, arr.view(np.float32), name=name)
+        super().__init__(words, arr.view(np.float32), name=name, check_finite=False)
 
     @property
     def codes(self) -> npt.NDArray[np.uint8]:
@@ -115,6 +115,10 @@ class CodeEmbedding(Embedding):
         if n >= self.size:
             return self
         return CodeEmbedding(self._words[:n], self._codes[:n], name=f"{self.name}[:{n}]", params=self.params)
+
+    def _take(self, rows: npt.NDArray[np.int64], name: str) -> CodeEmbedding:
+        w = self._words
+        return CodeEmbedding([w[i] for i in rows.tolist()], self._codes[rows], name=name, params=self.params)
 
     def save(self, folder: str | Path) -> Path:
         """Write the device artefact (same as :func:`save_device_artefact`)."""

@@ -26,7 +26,8 @@ import scipy.sparse as sp
 
 from .._errors import DataError, InvalidParameterError
 from .._validation import check_int
-from ..text import WORD_PATTERN
+from ..text import is_word
+from ..text import words as word_tokens
 
 if TYPE_CHECKING:
     from ..embedding import Embedding
@@ -159,7 +160,7 @@ class Vocabulary:
                 continue
             if alphabetic and not lw.isalpha():
                 continue
-            if WORD_PATTERN.fullmatch(lw) is None:  # could never be produced by the tokenizer
+            if not is_word(lw):  # could never be produced by the tokenizer
                 continue
             seen.add(lw)
             words.append(lw)
@@ -214,7 +215,7 @@ class Vocabulary:
 
 
 def _tokens(text: str) -> list[str]:
-    return WORD_PATTERN.findall(text.lower())
+    return word_tokens(text.lower())
 
 
 #: How the built-in vectorizer tokenizes (saved in a release's ``params.json``).

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ._loaders import (
     DEFAULT_EMBEDDING,
+    VOCABULARIES,
     load_default,
     load_embedding,
     load_text_vectors,
@@ -12,6 +13,7 @@ from ._loaders import (
 
 __all__ = [
     "DEFAULT_EMBEDDING",
+    "VOCABULARIES",
     "load_default",
     "load_embedding",
     "load_text_vectors",

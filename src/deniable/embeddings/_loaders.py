@@ -10,9 +10,13 @@ import numpy as np
 
 from .._cache import cache_dir
 from .._errors import EmbeddingError, InvalidParameterError
+from .._validation import check_choice, check_int
 from ..embedding import VECTORS_FILE, WORDS_FILE, Embedding
+from ..text import word_mask
 
 DEFAULT_EMBEDDING = "glove-6b-50d"
+#: What ``load_embedding(vocabulary=...)`` keeps: only entries that are one word, or all of them.
+VOCABULARIES = ("words", "all")
 
 
 def load_default() -> Embedding:
@@ -40,6 +44,7 @@ def load_embedding(
     vocab_size: int | None = None,
     format: str = "auto",
     cache: bool = True,
+    vocabulary: str = "words",
 ) -> Embedding:
     """Load an embedding.
 
@@ -57,10 +62,19 @@ def load_embedding(
     cache
         Text and word2vec files are converted once to ``.npy`` in the cache folder
         (keyed by path, size and modification time) so a second start is fast.
+    vocabulary
+        ``"words"`` (default): keep only the entries the tokenizer reads back as exactly
+        one word (:meth:`Embedding.restrict_to_words`), so an output is never a
+        punctuation, number-with-a-dot or hyphenated entry such as ``,``, ``2.87`` or
+        ``e-mail`` that no input can be; the privacy guarantee is then over that
+        vocabulary (GloVe 6B: 336,158 of 400,000 entries; about 0.2-0.3 s more to load, a
+        67 MB in-memory copy instead of the memory map). ``"all"``: every entry.
+        ``vocab_size`` counts entries after this restriction.
     """
     formats = ("auto", "text", "word2vec", "saved")
     if format not in formats:
         raise InvalidParameterError("format", format, "one of " + ", ".join(formats))
+    check_choice("vocabulary", vocabulary, VOCABULARIES)
     if path is None or str(path) == DEFAULT_EMBEDDING:
         emb = load_default()
     else:
@@ -76,6 +90,13 @@ def load_embedding(
             emb = Embedding.load(p)
         else:
             emb = _load_cached(p, fmt) if cache else _parse(p, fmt)
+    if vocabulary == "words":
+        if vocab_size is not None:  # copy only the rows that can be kept
+            cut = np.flatnonzero(word_mask(emb.vocabulary))
+            n = check_int("vocab_size", vocab_size, minimum=1)
+            if cut.size > n:
+                emb = emb.subset(int(cut[n - 1]) + 1)
+        emb = emb.restrict_to_words()
     if vocab_size is not None:
         emb = emb.subset(vocab_size)
     return emb
