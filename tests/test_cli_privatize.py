@@ -26,7 +26,8 @@ def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
 
 
 def base(emb_dir: Path, eps: str = "1e9") -> list[str]:
-    return ["--epsilon", eps, "--embedding", str(emb_dir), "--seed", "1", "-q"]
+    """Identity-style runs: case and out-of-vocabulary tokens kept (explicit opt-ins, not the defaults)."""
+    return ["--epsilon", eps, "--embedding", str(emb_dir), "--seed", "1", "-q", "--case", "keep", "--oov", "keep"]
 
 
 def test_txt_identity_at_huge_epsilon(emb_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -185,8 +186,15 @@ def test_oov_count_is_reported(emb_dir: Path, tmp_path: Path, capsys: pytest.Cap
     rc, _, err = run(
         ["privatize", str(src), "-o", str(tmp_path / "o.txt"), "-e", "1", "--embedding", str(emb_dir)], capsys
     )
+    assert rc == 0  # the default replaces them with random words, and says so
+    assert "2 out-of-vocabulary tokens" in err and "replaced by random words" in err and "NOT protected" not in err
+    rc, _, err = run(
+        ["privatize", str(src), "-o", str(tmp_path / "o.txt"), "-e", "1", "--embedding", str(emb_dir), "--oov", "keep"],
+        capsys,
+    )
     assert rc == 0
     assert "2 out-of-vocabulary tokens" in err and "NOT protected" in err
+    assert "not protected: out-of-vocabulary tokens" in err
 
 
 def test_vocab_size_and_index_options(emb_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -206,6 +214,10 @@ def test_vocab_size_and_index_options(emb_dir: Path, tmp_path: Path, capsys: pyt
             "2",
             "--index",
             "flat",
+            "--oov",
+            "keep",
+            "--case",
+            "lower",
         ],
         capsys,
     )

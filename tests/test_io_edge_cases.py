@@ -81,7 +81,7 @@ def test_tsv_single_column_emptied_by_oov_drop(
 ) -> None:
     src, dst = tmp_path / "in.tsv", tmp_path / "out.tsv"
     src.write_bytes(b"text\nzzzz\n\nthe game\n")
-    rc, _, err = run(["privatize", str(src), "-o", str(dst), "-c", "text", "--oov", "drop", *base(emb_dir)], capsys)
+    rc, _, err = run(["privatize", str(src), "-o", str(dst), "-c", "text", *base(emb_dir), "--oov", "drop"], capsys)
     assert rc == 0, err
     assert dst.read_bytes() == b"text\n\n\nthe game\n"
 

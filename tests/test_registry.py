@@ -87,7 +87,7 @@ def test_registered_mechanism_reaches_the_cli(
     base = ["privatize", str(src), "-o", str(dst), "-e", "1", "--embedding", str(emb_dir), "-q"]
     code, _, _ = run([*base, "--mechanism", "toyshift", "--shift", "1"], capsys)
     assert code == 0
-    assert dst.read_text(encoding="utf-8") == "soccer puck\n"  # toy vocabulary: hockey, soccer, puck, ...
+    assert dst.read_text(encoding="utf-8") == "Soccer puck\n"  # sentence case; toy vocabulary: hockey, soccer, puck, ...
     code, _, err = run([*base, "--mechanism", "toyshift", "--shift", "7"], capsys)
     assert code == 2 and "--shift" in err
     code, _, err = run([*base, "--mechanism", "madlib", "--shift", "1"], capsys)
@@ -112,7 +112,7 @@ def test_registered_mechanism_reaches_the_service(toy_registered: str) -> None:
     r = client.post(
         "/privatize", json={"texts": ["hockey"], "epsilon": 1, "mechanism": "toyshift", "options": {"shift": 1}}
     )
-    assert r.status_code == 200 and r.json()["texts"] == ["soccer"]
+    assert r.status_code == 200 and r.json()["texts"] == ["Soccer"]
     for bad in (9, True, "1", 1.5):
         r = client.post(
             "/privatize", json={"texts": [SECRET], "epsilon": 1, "mechanism": "toyshift", "options": {"shift": bad}}

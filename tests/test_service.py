@@ -22,10 +22,17 @@ def test_health_and_mechanisms(client: TestClient) -> None:
 
 def test_privatize_round_trip(client: TestClient) -> None:
     texts = ["The Hockey game, was GREAT!\r\n", ""]
-    r = client.post("/privatize", json={"texts": texts, "epsilon": 1e9})
+    r = client.post("/privatize", json={"texts": texts, "epsilon": 1e9, "case": "keep", "oov": "keep"})
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["texts"] == texts and body["tokens"] == 5 and body["mechanism"]["mechanism"] == "madlib"
+    assert any("case=keep" in item for item in body["policy"]["not_protected"])
+    # the defaults: sentence case, random replacement of out-of-vocabulary words, stated in the response
+    r = client.post("/privatize", json={"texts": texts, "epsilon": 1e9})
+    body = r.json()
+    assert body["texts"] == ["The hockey game, was great!\r\n", ""]
+    assert body["policy"]["case"] == "sentence" and body["policy"]["oov"] == "random"
+    assert not any("keep" in item for item in body["policy"]["not_protected"])
     r = client.post("/privatize", json={"texts": ["hockey " * 50], "epsilon": 0.1, "options": {"index": "flat"}})
     assert r.status_code == 200 and r.json()["changed"] > 0
 

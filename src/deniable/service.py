@@ -10,10 +10,11 @@ thread-safe).
 """
 
 import threading
+import warnings
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Annotated, Any
 
-from ._errors import DeniableError, InvalidParameterError
+from ._errors import DeniableError, InvalidParameterError, NotPrivateWarning
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -60,7 +61,7 @@ def _request_models(names: list[str]) -> tuple[Any, dict[str, Any]]:
     from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, create_model
 
     from .mechanisms import options_of
-    from .privatizer import OOV_POLICIES
+    from .privatizer import CASE_POLICIES, OOV_POLICIES
 
     default = "madlib" if "madlib" in names else names[0]
 
@@ -70,7 +71,13 @@ def _request_models(names: list[str]) -> tuple[Any, dict[str, Any]]:
         texts: list[str] = Field(..., max_length=MAX_TEXTS, description="Texts to privatize.")
         epsilon: float = Field(..., gt=0, allow_inf_nan=False, strict=True, description="Privacy parameter (> 0).")
         oov: Literal[tuple(OOV_POLICIES)] = Field(  # type: ignore[valid-type]
-            "keep", description="Out-of-vocabulary words: keep (not protected), drop or random."
+            "random",
+            description="Out-of-vocabulary words: random (default, protected), drop, or keep (NOT protected).",
+        )
+        case: Literal[tuple(CASE_POLICIES)] = Field(  # type: ignore[valid-type]
+            "sentence",
+            description="Case of output words: sentence (default), lower, or keep (copies the input's case "
+            "pattern: NOT protected).",
         )
 
     option_models = {name: _options_model(name, options_of(name)) for name in names}
@@ -110,7 +117,7 @@ def create_app(embedding: "Embedding | None" = None, *, max_cached_mechanisms: i
     from ._random import secure_generator
     from .embeddings import load_embedding
     from .mechanisms import EPSILON, make_mechanism, mechanism_names, options_of, validate_options
-    from .privatizer import OOV_POLICIES, Privatizer
+    from .privatizer import CASE_POLICIES, OOV_POLICIES, Privatizer
 
     emb = embedding if embedding is not None else load_embedding()
     cache: OrderedDict[tuple[Any, ...], Mechanism] = OrderedDict()
@@ -141,6 +148,7 @@ def create_app(embedding: "Embedding | None" = None, *, max_cached_mechanisms: i
         changed: int
         oov: int
         mechanism: dict[str, Any]
+        policy: dict[str, Any]
 
     app = FastAPI(
         title="deniable",
@@ -175,6 +183,7 @@ def create_app(embedding: "Embedding | None" = None, *, max_cached_mechanisms: i
                 for n in names
             },
             "oov": list(OOV_POLICIES),
+            "case": list(CASE_POLICIES),
         }
 
     @app.post("/privatize", response_model=PrivatizeResponse)
@@ -184,14 +193,21 @@ def create_app(embedding: "Embedding | None" = None, *, max_cached_mechanisms: i
             raise HTTPException(413, f"texts: more than {MAX_CHARS:,} characters in one request")
         try:
             mech = mechanism_for(req.mechanism, req.epsilon, req.options.model_dump(exclude_unset=True))
-            priv = Privatizer(mech, oov=req.oov)
+            with warnings.catch_warnings():  # the response's policy.not_protected states it
+                warnings.simplefilter("ignore", NotPrivateWarning)
+                priv = Privatizer(mech, oov=req.oov, case=req.case)
             texts, stats = priv.privatize_batch_with_stats(req.texts, secure_generator())
         except InvalidParameterError as exc:
             raise HTTPException(422, str(exc)) from None
         except DeniableError as exc:
             raise HTTPException(400, str(exc)) from None
         return PrivatizeResponse(
-            texts=texts, tokens=stats.tokens, changed=stats.changed, oov=stats.oov, mechanism=mech.describe()
+            texts=texts,
+            tokens=stats.tokens,
+            changed=stats.changed,
+            oov=stats.oov,
+            mechanism=mech.describe(),
+            policy=priv.describe(),
         )
 
     return app

@@ -42,6 +42,15 @@ EXIT_DATA = 3
 EmbeddingOpt = Annotated[
     str | None, typer.Option("--embedding", help="Embedding file or folder (default: built-in GloVe 6B 50-d).")
 ]
+VocabularyOpt = Annotated[
+    str,
+    typer.Option(
+        "--vocabulary",
+        help="words (default): only entries that read back as one word, so outputs re-tokenize to the same "
+        "token count (the guarantee is over that vocabulary); all: every entry of the embedding "
+        "(punctuation and number tokens too).",
+    ),
+]
 VocabSizeOpt = Annotated[
     int | None, typer.Option("--vocab-size", help="Keep only the N most frequent words of the embedding.")
 ]
@@ -106,12 +115,12 @@ def seeded(seed: int | None) -> np.random.Generator:
         return seeded_generator(seed)
 
 
-def load_embedding_option(embedding: str | None, vocab_size: int | None) -> Embedding:
+def load_embedding_option(embedding: str | None, vocab_size: int | None, vocabulary: str = "words") -> Embedding:
     from ..embeddings import load_embedding
 
     if vocab_size is not None and vocab_size < 1:
         raise InvalidParameterError("--vocab-size", vocab_size, "an integer >= 1")
-    return load_embedding(embedding, vocab_size=vocab_size)
+    return load_embedding(embedding, vocab_size=vocab_size, vocabulary=vocabulary)
 
 
 def parse_floats(name: str, text: str) -> list[float]:

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import time
+import warnings
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from .._errors import InvalidParameterError
+from .._errors import InvalidParameterError, NotPrivateWarning
 from .._validation import check_epsilon
 from ._common import (
     MechanismFlags,
+    VocabularyOpt,
     build_mechanism,
     check_mechanism_name,
     err,
@@ -72,13 +74,24 @@ def privatize_cmd(
     vocab_size: Annotated[
         int | None, typer.Option("--vocab-size", help="Keep only the N most frequent words of the embedding.")
     ] = None,
+    vocabulary: VocabularyOpt = "words",
     oov: Annotated[
         str,
         typer.Option(
             "--oov",
-            help="Out-of-vocabulary words: keep (NOT protected, counted), drop, or random (a uniformly random word).",
+            help="Out-of-vocabulary words: random (default; a uniformly random vocabulary word, protected), "
+            "drop (removed with one adjacent space), or keep (released verbatim: NOT protected, warns).",
         ),
-    ] = "keep",
+    ] = "random",
+    case: Annotated[
+        str,
+        typer.Option(
+            "--case",
+            help="Case of output words: sentence (default; capital at the start of the text and of each sentence, "
+            "a function of the punctuation only), lower, or keep (copies each input token's case pattern: NOT "
+            "protected, warns).",
+        ),
+    ] = "sentence",
     batch_size: Annotated[
         int, typer.Option("--batch-size", help="Records per batch (memory is bounded by this).")
     ] = 1000,
@@ -97,13 +110,15 @@ def privatize_cmd(
     every other column are kept.
     """
     from ..io import detect_format, transform_file
-    from ..privatizer import OOV_POLICIES, Privatizer
+    from ..privatizer import CASE_POLICIES, OOV_POLICIES, Privatizer
 
     check_epsilon(epsilon, "--epsilon")
     check_mechanism_name(mechanism)
     mechanism_flags.for_mechanism(mechanism)  # fail fast on a flag that does not apply, before loading
     if oov not in OOV_POLICIES:
         raise InvalidParameterError("--oov", oov, "one of " + ", ".join(OOV_POLICIES))
+    if case not in CASE_POLICIES:
+        raise InvalidParameterError("--case", case, "one of " + ", ".join(CASE_POLICIES))
     if batch_size < 1:
         raise InvalidParameterError("--batch-size", batch_size, "an integer >= 1")
     detect_format(input, format)  # fail fast on an unknown format, before loading anything
@@ -113,9 +128,11 @@ def privatize_cmd(
         raise DataError(f"input file {input} does not exist or is not a file")
     warn_seed(seed)
     t0 = time.perf_counter()
-    emb = load_embedding_option(embedding, vocab_size)
+    emb = load_embedding_option(embedding, vocab_size, vocabulary)
     mech = build_mechanism(mechanism, emb, epsilon, mechanism_flags)
-    priv = Privatizer(mech, oov=oov)
+    with warnings.catch_warnings():  # the summary below states what is not protected
+        warnings.simplefilter("ignore", NotPrivateWarning)
+        priv = Privatizer(mech, oov=oov, case=case)
     rng = seeded(seed)
     from ..privatizer import PrivatizeStats
 
@@ -136,6 +153,14 @@ def privatize_cmd(
             highlight=False,
         )
         err.print(f"mechanism parameters: {describe_parameters(mech.describe())}", highlight=False)
+        policy = priv.describe()
+        err.print(
+            f"policies: oov={oov}, case={case}, vocabulary={vocabulary} ({policy['vocabulary_size']:,} words)",
+            highlight=False,
+        )
+        for item in policy["not_protected"]:
+            style = "yellow" if item.endswith("=keep)") else "dim"
+            err.print(f"[{style}]not protected: {item}[/]", highlight=False)
         if totals.oov:
             action = {
                 "keep": "kept as they were (NOT protected)",
