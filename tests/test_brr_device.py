@@ -114,7 +114,21 @@ def test_cli_export_device_then_privatize_from_the_artefact_alone(
     src.rmdir()
     inp, out = tmp_path / "in.txt", tmp_path / "out.txt"
     inp.write_text("The hockey game was great!\nnasa rocket launch\n", encoding="utf-8")
-    args = ["privatize", str(inp), "-o", str(out), "--mechanism", "brr", "--embedding", str(dev), "--seed", "1", "-q", "--case", "keep"]
+    args = [
+        "privatize",
+        str(inp),
+        "-o",
+        str(out),
+        "--mechanism",
+        "brr",
+        "--embedding",
+        str(dev),
+        "--seed",
+        "1",
+        "-q",
+        "--case",
+        "keep",
+    ]
     assert run_app([*args, "--epsilon", "1e6"]) == 0
     assert out.read_text(encoding="utf-8") == inp.read_text(encoding="utf-8")
     assert run_app([*args, "--epsilon", "0.01"]) == 0

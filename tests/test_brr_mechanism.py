@@ -265,7 +265,20 @@ def test_cli_privatize_brr_takes_the_index_option(tmp_path: Path, index: str) ->
     save_device_artefact(tmp_path / "dev", words, codes, {"binarizer": "precomputed"})
     (tmp_path / "in.txt").write_text("w1 w2 w3\n", encoding="utf-8")
     out = tmp_path / "out.txt"
-    args = ["privatize", str(tmp_path / "in.txt"), "-o", str(out), "-m", "brr", "-e", "50", "--index", index, "--case", "keep"]
+    args = [
+        "privatize",
+        str(tmp_path / "in.txt"),
+        "-o",
+        str(out),
+        "-m",
+        "brr",
+        "-e",
+        "50",
+        "--index",
+        index,
+        "--case",
+        "keep",
+    ]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         rc = run_app([*args, "--embedding", str(tmp_path / "dev"), "-q"])

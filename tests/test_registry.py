@@ -87,7 +87,9 @@ def test_registered_mechanism_reaches_the_cli(
     base = ["privatize", str(src), "-o", str(dst), "-e", "1", "--embedding", str(emb_dir), "-q"]
     code, _, _ = run([*base, "--mechanism", "toyshift", "--shift", "1"], capsys)
     assert code == 0
-    assert dst.read_text(encoding="utf-8") == "Soccer puck\n"  # sentence case; toy vocabulary: hockey, soccer, puck, ...
+    assert (
+        dst.read_text(encoding="utf-8") == "Soccer puck\n"
+    )  # sentence case; toy vocabulary: hockey, soccer, puck, ...
     code, _, err = run([*base, "--mechanism", "toyshift", "--shift", "7"], capsys)
     assert code == 2 and "--shift" in err
     code, _, err = run([*base, "--mechanism", "madlib", "--shift", "1"], capsys)
