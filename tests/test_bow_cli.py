@@ -294,7 +294,7 @@ def test_parse_size() -> None:
 # ------------------------------------------------------------------ evaluation
 def test_evaluation_metrics() -> None:
     pytest.importorskip("sklearn")
-    from deniable.bow.evaluate import chance_jaccard, exclusivity, jaccard_top_words, match_topics, npmi_coherence
+    from deniable.experiments.topics import chance_jaccard, exclusivity, jaccard_top_words, match_topics, npmi_coherence
 
     ref = np.array([[0.5, 0.3, 0.1, 0.1, 0.0, 0.0], [0.0, 0.0, 0.1, 0.1, 0.3, 0.5]])
     assert jaccard_top_words(ref, ref[::-1], n=2) == 1.0
@@ -309,7 +309,7 @@ def test_evaluation_metrics() -> None:
 def test_run_evaluation_on_a_toy_corpus(tmp_path: Path) -> None:
     pytest.importorskip("sklearn")
     from deniable.bow import Vocabulary
-    from deniable.bow.evaluate import (
+    from deniable.experiments.topics import (
         EvalConfig,
         markdown_table,
         read_results,
@@ -406,7 +406,7 @@ def test_evaluate_cli_on_shared_data(tmp_path: Path, capsys: pytest.CaptureFixtu
 def test_run_evaluation_skips_too_dense_private_conditions() -> None:
     pytest.importorskip("sklearn")
     from deniable.bow import Vocabulary
-    from deniable.bow.evaluate import EvalConfig, markdown_table, run_evaluation
+    from deniable.experiments.topics import EvalConfig, markdown_table, run_evaluation
 
     words = ["hockey", "puck", "goal", "nasa", "rocket", "orbit"]
     rng = np.random.default_rng(1)

@@ -18,7 +18,7 @@ from deniable.binarize.device import (
     save_device_artefact,
 )
 from deniable.cli import run_app
-from deniable.embeddings import load_embedding
+from deniable.embedding import load_embedding
 
 
 @pytest.fixture(scope="module")

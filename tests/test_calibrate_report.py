@@ -143,7 +143,7 @@ def test_cli_calibrate_brr_report_uses_hamming_distances(
     pytest.importorskip("matplotlib")
     from deniable import BinaryRandomizedResponse
     from deniable.binarize.device import load_device_artefact
-    from deniable.embeddings import load_embedding
+    from deniable.embedding import load_embedding
 
     mech = BinaryRandomizedResponse(load_embedding(str(emb_dir)), 1.0, bits=64, binarizer="simhash")
     dev = tmp_path / "dev"

@@ -123,7 +123,7 @@ def test_registered_mechanism_reaches_the_service(toy_registered: str) -> None:
 
 
 def test_registered_mechanism_reaches_the_harness(toy_registered: str, tiny_embedding: Embedding) -> None:
-    from deniable.evaluate.harness import mechanism_factories
+    from deniable.experiments.harness import mechanism_factories
 
     factory = mechanism_factories(["toyshift"], {"toyshift": {"shift": 2}})["toyshift"]
     mech = factory(tiny_embedding, 1.0)

@@ -25,8 +25,7 @@ from ._errors import (
     ResourceLimitError,
 )
 from ._random import check_random_state, secure_generator, seeded_generator
-from .embedding import Embedding
-from .embeddings import load_embedding
+from .embedding import Embedding, load_embedding
 
 __version__ = "0.1.0"
 
@@ -47,7 +46,7 @@ __all__ = [
     "bow",
     "calibrate",
     "check_random_state",
-    "evaluate",
+    "experiments",
     "load_embedding",
     "make_mechanism",
     "secure_generator",
@@ -62,12 +61,12 @@ _LAZY = {
     "make_mechanism": ("deniable.mechanisms", "make_mechanism"),
     "Privatizer": ("deniable.privatizer", "Privatizer"),
     "calibrate": ("deniable.calibrate", None),
-    "evaluate": ("deniable.evaluate", None),
+    "experiments": ("deniable.experiments", None),
     "bow": ("deniable.bow", None),
 }
 
 if TYPE_CHECKING:
-    from . import bow, calibrate, evaluate
+    from . import bow, calibrate, experiments
     from .mechanisms import make_mechanism
     from .mechanisms.base import Mechanism
     from .mechanisms.brr import BinaryRandomizedResponse

@@ -115,7 +115,7 @@ def create_app(embedding: "Embedding | None" = None, *, max_cached_mechanisms: i
 
     from . import __version__
     from ._random import secure_generator
-    from .embeddings import load_embedding
+    from .embedding import load_embedding
     from .mechanisms import EPSILON, make_mechanism, mechanism_names, options_of, validate_options
     from .privatizer import CASE_POLICIES, OOV_POLICIES, Privatizer
 

@@ -215,7 +215,7 @@ def semantic_bin_map(
     """
     import faiss
 
-    from ..embeddings import load_embedding
+    from ..embedding import load_embedding
 
     m = vocabulary.size
     k = _check_k(n_bins, m)

@@ -143,7 +143,7 @@ class Vocabulary:
         short ones, ``stop_words`` drops function words. The prior is Zipf over the
         word's rank *in the embedding* (so it reflects the public corpus).
         """
-        from ..embeddings import load_embedding
+        from ..embedding import load_embedding
 
         n = check_int("size", size, minimum=1)
         check_int("min_length", min_length, minimum=1)

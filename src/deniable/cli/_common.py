@@ -116,7 +116,7 @@ def seeded(seed: int | None) -> np.random.Generator:
 
 
 def load_embedding_option(embedding: str | None, vocab_size: int | None, vocabulary: str = "words") -> Embedding:
-    from ..embeddings import load_embedding
+    from ..embedding import load_embedding
 
     if vocab_size is not None and vocab_size < 1:
         raise InvalidParameterError("--vocab-size", vocab_size, "an integer >= 1")

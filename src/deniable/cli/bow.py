@@ -278,7 +278,7 @@ def privatize_cmd(
 
 
 def _embedding(path: str | None) -> Any:
-    from ..embeddings import load_embedding
+    from ..embedding import load_embedding
 
     return load_embedding(path)
 
@@ -389,7 +389,7 @@ def evaluate_cmd(
     table per metric: strategy x bins against eps/N), config.json and one plot per
     data set (needs deniable\\[report]).
     """
-    from ..bow.evaluate import (
+    from ..experiments.topics import (
         DATASETS,
         EvalConfig,
         read_results,
@@ -446,7 +446,7 @@ def evaluate_cmd(
 
 
 def _finish(results: Any, output: str, paths: list[Path], *, plots: bool, quiet: bool) -> None:
-    from ..bow.evaluate import plot_results
+    from ..experiments.topics import plot_results
 
     if plots:
         paths += plot_results(results, output)

@@ -121,7 +121,7 @@ def evaluate_cmd(
     the clean baseline. Privatizing is the slow part (every token of TR1 / TE1 per
     epsilon and repeat): subsample with --train-size / --test-size.
     """
-    from ..evaluate import (
+    from ..experiments import (
         RECIPES,
         EvaluationConfig,
         TaskData,
@@ -134,7 +134,7 @@ def evaluate_cmd(
         split_stratified,
         write_results,
     )
-    from ..evaluate.models import check_model_names
+    from ..experiments.models import check_model_names
 
     mechs = [check_mechanism_name(m) for m in _names("--mechanism", mechanism)]
     eps_list = parse_floats("--epsilon", epsilon)

@@ -1,14 +1,14 @@
 """Evaluation harness: what privatization costs a task (utility) and what it buys (membership inference).
 
-- :mod:`~deniable.evaluate.data`: labelled text from CSV / JSONL / Parquet / Hugging Face,
+- :mod:`~deniable.experiments.data`: labelled text from CSV / JSONL / Parquet / Hugging Face,
   and recipes for the shared data sets (IMDb, SST, 20 Newsgroups, Enron, CFPB, InsuranceQA);
-- :mod:`~deniable.evaluate.models`: TF-IDF + logistic regression, a fastText-style
+- :mod:`~deniable.experiments.models`: TF-IDF + logistic regression, a fastText-style
   classifier, the attack MLP, a TF-IDF answer ranker;
-- :mod:`~deniable.evaluate.membership`: the shadow-model attack of seed 004 App. C;
-- :mod:`~deniable.evaluate.harness`: the grid over mechanisms x epsilons x repeats;
-- :mod:`~deniable.evaluate.output`: the text tasks' tables and plots;
-- :mod:`~deniable.evaluate.results`: what every experiment (this harness and the
-  bag-of-words topic evaluation, :mod:`deniable.bow.evaluate`) shares: the config base,
+- :mod:`~deniable.experiments.membership`: the shadow-model attack of seed 004 App. C;
+- :mod:`~deniable.experiments.harness`: the grid over mechanisms x epsilons x repeats;
+- :mod:`~deniable.experiments.output`: the text tasks' tables and plots;
+- :mod:`~deniable.experiments.results`: what every experiment (this harness and the
+  bag-of-words topic evaluation, :mod:`deniable.experiments.topics`) shares: the config base,
   the random streams, the results type, the file writer and the progress display.
 
 scikit-learn (``pip install 'deniable[eval]'``) and matplotlib (``deniable[report]``)

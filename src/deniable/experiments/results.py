@@ -1,7 +1,7 @@
 """What every experiment shares: its config base, its randomness, its results, its writer and its progress display.
 
-Text-task evaluation (:mod:`deniable.evaluate.harness`) and the bag-of-words topic
-evaluation (:mod:`deniable.bow.evaluate`) both
+Text-task evaluation (:mod:`deniable.experiments.harness`) and the bag-of-words topic
+evaluation (:mod:`deniable.experiments.topics`) both
 
 - take a frozen, validated config deriving from :class:`ExperimentConfig`
   (``epsilons``, ``repeats``, ``random_state``);

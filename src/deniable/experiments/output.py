@@ -1,6 +1,6 @@
 """A text-task evaluation's files: runs and summary (CSV), a markdown table, JSON settings, PNG plots.
 
-The files are written by the shared writer of :mod:`deniable.evaluate.results`; this
+The files are written by the shared writer of :mod:`deniable.experiments.results`; this
 module holds what is particular to text tasks (the table layout and the plots).
 """
 

@@ -42,11 +42,11 @@ import scipy.sparse as sp
 
 from .._errors import DataError, DeniableError, InvalidParameterError
 from .._validation import check_choice, check_epsilon, check_int
-from ..evaluate.results import ExperimentConfig, ExperimentProgress, ExperimentRandomness, Results, write_files
-from .compress import BinMap, frequency_bin_map, make_bin_map
-from .noise import TwoSidedGeometric
-from .pipeline import BowPrivatizer
-from .vectorize import BowVectorizer, Vocabulary, count_words
+from ..bow.compress import BinMap, frequency_bin_map, make_bin_map
+from ..bow.noise import TwoSidedGeometric
+from ..bow.pipeline import BowPrivatizer
+from ..bow.vectorize import BowVectorizer, Vocabulary, count_words
+from .results import ExperimentConfig, ExperimentProgress, ExperimentRandomness, Results, write_files
 
 __all__ = [
     "DATASETS",
@@ -95,12 +95,12 @@ def require_sklearn() -> Any:
 def load_dataset(name: str, data_dir: str | Path, n_docs: int, seed: int = 0) -> tuple[list[str], list[str]]:
     """A random sample of ``n_docs`` (text, label) pairs from a shared data set.
 
-    The documents are those of :func:`deniable.evaluate.data.load_corpus` (the recipe
+    The documents are those of :func:`deniable.experiments.data.load_corpus` (the recipe
     that knows each file's columns): ``cfpb``, the training split (complaint narrative,
     product); ``20newsgroups``, every message with its headers removed (headers name
     senders and groups).
     """
-    from ..evaluate.data import load_corpus
+    from .data import load_corpus
 
     if name not in DATASETS:
         raise InvalidParameterError("dataset", name, "one of " + ", ".join(DATASETS))
@@ -118,7 +118,7 @@ def load_heldout(name: str, data_dir: str | Path, n_docs: int, seed: int = 0, si
 
     ``cfpb``: the test split; ``20newsgroups``: up to ``size`` messages outside the sample.
     """
-    from ..evaluate.data import load_corpus
+    from .data import load_corpus
 
     if name == "cfpb":
         return load_corpus(name, data_dir, "test").texts[:size]

@@ -11,8 +11,8 @@ import numpy as np
 from .._cache import cache_dir
 from .._errors import EmbeddingError, InvalidParameterError
 from .._validation import check_choice, check_int
-from ..embedding import VECTORS_FILE, WORDS_FILE, Embedding
 from ..text import word_mask
+from ._embedding import VECTORS_FILE, WORDS_FILE, Embedding
 
 DEFAULT_EMBEDDING = "glove-6b-50d"
 #: What ``load_embedding(vocabulary=...)`` keeps: only entries that are one word, or all of them.

@@ -11,7 +11,7 @@ import pytest
 
 from deniable import Embedding
 from deniable._errors import InvalidParameterError
-from deniable.evaluate import (
+from deniable.experiments import (
     EvaluationConfig,
     QAPairs,
     Split,
@@ -28,7 +28,7 @@ from deniable.evaluate import (
     t_interval,
     train_attack,
 )
-from deniable.evaluate.harness import truncate_words
+from deniable.experiments.harness import truncate_words
 from deniable.mechanisms.base import Mechanism
 
 SPORT = ["hockey", "soccer", "puck", "goal", "game", "match"]
@@ -202,7 +202,7 @@ def test_config_errors_name_the_parameter(toy: Embedding) -> None:
 def test_shared_results_summary_wide_and_randomness() -> None:
     import warnings
 
-    from deniable.evaluate import ExperimentConfig, Results
+    from deniable.experiments import ExperimentConfig, Results
 
     res = Results("t", ("setting",))
     for rep, v in enumerate([1.0, 2.0, 3.0]):
@@ -237,8 +237,8 @@ def test_shared_results_summary_wide_and_randomness() -> None:
 def test_bow_config_is_frozen_and_validated() -> None:
     from dataclasses import FrozenInstanceError
 
-    from deniable.bow.evaluate import EvalConfig
-    from deniable.evaluate import ExperimentRandomness
+    from deniable.experiments import ExperimentRandomness
+    from deniable.experiments.topics import EvalConfig
 
     cfg = EvalConfig(random_state=3, repeats=2)
     assert cfg.repeat_seeds(ExperimentRandomness(0)) == [3, 4]

@@ -10,7 +10,7 @@ and TE2 from the test side (each half of its side, or ``train_size`` /
 - *test time* (``mode="test"``): the clean model, tested on privatized TE1;
 - *membership inference* (classification, when ``membership``): the models trained
   on TR1 (clean and privatized) are attacked with a shadow model trained on clean TE2
-  (see :mod:`deniable.evaluate.membership`).
+  (see :mod:`deniable.experiments.membership`).
 
 Each text is privatized independently through :meth:`Privatizer.privatize_batch_with_stats`
 (one vectorized mechanism call per batch of texts; every token gets fresh noise).
@@ -23,7 +23,7 @@ repeat the AUC rows carry the Hanley-McNeil interval of that run instead.
 Randomness: an evaluation releases nothing, so an int ``random_state`` (reproducible
 splits, noise and model initialisations) is fine here and warns nothing;
 ``random_state=None`` draws fresh entropy, recorded in the results
-(:class:`~deniable.evaluate.results.ExperimentRandomness`).
+(:class:`~deniable.experiments.results.ExperimentRandomness`).
 
 For answer ranking (InsuranceQA) the model is a TF-IDF cosine ranker, TR1 is the
 training side's (question, answer) pairs and TE1 the test side's questions with at

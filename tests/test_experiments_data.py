@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from deniable._errors import DataError, DeniableError, InvalidParameterError
-from deniable.evaluate import load_hf, load_labelled, load_task, split_stratified
+from deniable.experiments import load_hf, load_labelled, load_task, split_stratified
 
 ROWS = [("good game, great match", "pos"), ("the rocket was bad", "neg"), ("a fine goal", "pos"), ("", "neg")]
 
@@ -69,7 +69,7 @@ def test_hf_without_datasets_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_stratified_split() -> None:
-    from deniable.evaluate import Split
+    from deniable.experiments import Split
 
     s = Split([str(i) for i in range(100)], np.r_[np.zeros(80), np.ones(20)].astype(np.int64), ("a", "b"))
     tr, te = split_stratified(s, 0.25, seed=0)
@@ -84,7 +84,7 @@ def test_stratified_split() -> None:
 )
 def test_recipes_on_shared_data(task: str, classes: int, n_train: int | None) -> None:
     from conftest import shared_data
-    from deniable.evaluate.data import RECIPES
+    from deniable.experiments.data import RECIPES
 
     root = shared_data(RECIPES[task][0]).parent
     data = load_task(task, root)

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from ._cache import atomic_path, cache_dir
-from ._errors import EmbeddingError, InvalidParameterError
-from ._validation import check_int
-from .text import Tokenizer, word_mask
+from .._cache import atomic_path, cache_dir
+from .._errors import EmbeddingError, InvalidParameterError
+from .._validation import check_int
+from ..text import Tokenizer, word_mask
 
 __all__ = ["Embedding"]
 
