@@ -61,6 +61,10 @@ def _root() -> None:
     """Privatize text with metric differential privacy."""
 
 
+def _show_warning(message: Warning | str, category: type[Warning], *_args: object, **_kwargs: object) -> None:
+    err.print(f"[yellow]warning:[/] {escape(str(message))}", highlight=False)
+
+
 def run_app(argv: list[str] | None = None) -> int:
     """Run the typer app; map our errors to a message and a non-zero exit code.
 
@@ -68,10 +72,13 @@ def run_app(argv: list[str] | None = None) -> int:
     errors print one line (never user text) and exit with 2 (bad parameter) or 3 (bad data).
     Any other exception is a bug: only its type is printed (its message could quote the
     input) and the exit code is 1. Output files are written atomically, so a failed run
-    leaves none behind.
+    leaves none behind. Library warnings (e.g. NotPrivateWarning) print as one
+    ``warning:`` line, without the source location.
     """
     try:
-        app(args=argv, standalone_mode=True)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            app(args=argv, standalone_mode=True)
     except SystemExit as exc:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
