@@ -250,7 +250,7 @@ def test_cli_privatize_shows_the_shared_codes_warning(tmp_path: Path) -> None:
     code = "import sys; from deniable.cli import main; main(sys.argv[1:])"
     proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert "SharedCodesWarning" in proc.stderr and "shared by 2 of the 4 vocabulary words" in proc.stderr
+    assert proc.stderr.startswith("warning: brr:") and "shared by 2 of the 4 vocabulary words" in proc.stderr
     assert "{hockey, puck}" in proc.stderr
 
 
