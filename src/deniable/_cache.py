@@ -7,12 +7,14 @@ atomically, and memory-mapped when read, so many processes share one copy.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["atomic_path", "cache_dir"]
+__all__ = ["atomic_path", "cache_dir", "file_lock"]
 
 
 def cache_dir() -> Path:
@@ -43,3 +45,19 @@ def atomic_path(final: Path, write: Callable[[Path], None]) -> Path:
         tmp.unlink(missing_ok=True)
         raise
     return final
+
+
+@contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``fcntl`` lock on ``path`` (created if needed) for the block.
+
+    Processes (and threads: each call opens its own descriptor) building the same
+    artefact take turns; the lock is released when the block ends or the process dies.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
