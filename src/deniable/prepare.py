@@ -47,6 +47,7 @@ __all__ = [
     "build_artefact",
     "list_artefacts",
     "open_artefact",
+    "planned_artefacts",
     "prepare",
     "register_kind",
     "remove_artefacts",
@@ -260,12 +261,15 @@ def list_artefacts(embedding: Embedding | None = None) -> list[ArtefactInfo]:
     return [_info(p, m) for p, m in _manifests(root) if m is not None]
 
 
-def remove_artefacts(embedding: Embedding | None = None, kinds: Iterable[str] | None = None) -> list[ArtefactInfo]:
-    """Delete prepared artefacts (of ``embedding`` / of ``kinds``; default all); returns what was removed."""
-    wanted = None if kinds is None else set(kinds)
+def remove_artefacts(
+    embedding: Embedding | None = None, artefacts: Iterable[tuple[str, dict[str, Any]]] | None = None
+) -> list[ArtefactInfo]:
+    """Delete prepared artefacts (of ``embedding``; only ``(kind, params)`` in ``artefacts`` if
+    given, see :func:`planned_artefacts`); returns what was removed."""
+    wanted = None if artefacts is None else {(k, _params_key(p)) for k, p in artefacts}
     removed = []
     for info in list_artefacts(embedding):
-        if wanted is None or info.kind in wanted:
+        if wanted is None or (info.kind, _params_key(info.params)) in wanted:
             with file_lock(info.path.parent / f"{info.path.name}.lock"):
                 shutil.rmtree(info.path, ignore_errors=True)
             removed.append(info)
@@ -286,6 +290,26 @@ def _tem_artefacts(embedding: Embedding, options: dict[str, Any]) -> list[tuple[
 _MECHANISM_ARTEFACTS: dict[str, Callable[[Embedding, dict[str, Any]], list[tuple[str, dict[str, Any]]]]] = {
     "tem": _tem_artefacts,
 }
+
+
+def planned_artefacts(
+    embedding: Embedding, mechanisms: Iterable[str] = ("tem",), *, metric: str = "euclidean"
+) -> list[tuple[str, dict[str, Any]]]:
+    """``(kind, params)`` of every artefact ``mechanisms`` read on ``embedding`` (nothing is built)."""
+    from .mechanisms import MECHANISMS
+    from .metrics import check_metric
+
+    names = [mechanisms] if isinstance(mechanisms, str) else list(mechanisms)
+    for name in names:
+        if name not in MECHANISMS:
+            raise InvalidParameterError("mechanism", name, "one of " + ", ".join(sorted(MECHANISMS)))
+    options = {"metric": check_metric(metric)}
+    out: list[tuple[str, dict[str, Any]]] = []
+    for name in names:
+        planner = _MECHANISM_ARTEFACTS.get(name)
+        if planner is not None:
+            out.extend(planner(embedding, options))
+    return out
 
 
 def prepare(
@@ -312,23 +336,13 @@ def prepare(
     rebuild
         Rebuild even when a verified copy exists.
 
-    Mechanisms that need nothing prepared are accepted and add nothing.
+    Returns the artefacts (built now or found verified). Mechanisms that need nothing
+    prepared are accepted and add nothing.
     """
-    from .mechanisms import MECHANISMS
-    from .metrics import check_metric
-
-    if isinstance(mechanisms, str):
-        mechanisms = (mechanisms,)
-    names = list(mechanisms)
-    for name in names:
-        if name not in MECHANISMS:
-            raise InvalidParameterError("mechanisms", name, "mechanism names: " + ", ".join(sorted(MECHANISMS)))
-    options = {"metric": check_metric(metric)}
-    out = []
-    for name in names:
-        for kind, params in _MECHANISM_ARTEFACTS.get(name, lambda e, o: [])(embedding, options):
-            out.append(build_artefact(embedding, kind, params, show_progress=show_progress, rebuild=rebuild))
-    return out
+    return [
+        build_artefact(embedding, kind, params, show_progress=show_progress, rebuild=rebuild)
+        for kind, params in planned_artefacts(embedding, mechanisms, metric=metric)
+    ]
 
 
 def _register_builtin() -> None:
