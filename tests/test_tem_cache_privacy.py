@@ -155,3 +155,14 @@ def test_history_free_privatizer_output_is_valid() -> None:
     mech = TruncatedExponential(emb, 10.0, history_free=True)
     out = Privatizer(mech, random_state=np.random.default_rng(5)).privatize("the hockey game was great")
     assert len(out.split()) == 5
+
+
+def test_history_free_reads_prepared_tables_into_memory() -> None:
+    # memory-mapped rows would be faulted in (and kept by the page cache) by the words read
+    emb = make_tiny_embedding(80, 3, seed=42)
+    prepare(emb, show_progress=False)
+    shared = TruncatedExponential(emb, 4.0)
+    private = TruncatedExponential(emb, 4.0, history_free=True)
+    assert shared.cache_info()["disk_bytes"] == private.cache_info()["disk_bytes"] > 0
+    assert isinstance(shared._prepared.knn.dist, np.memmap)  # type: ignore[attr-defined]
+    assert not isinstance(private._prepared.knn.dist, np.memmap)  # type: ignore[attr-defined]

@@ -89,12 +89,18 @@ class TableStore:
 
 
 class PreparedKnn:
-    """The prepared k-NN tables of the whole vocabulary, memory-mapped (read-only)."""
+    """The prepared k-NN tables of the whole vocabulary, read-only.
 
-    def __init__(self, folder: Path, k: int) -> None:
+    Memory-mapped (shared by every process) by default. ``in_memory=True`` reads them
+    into this process's memory instead: then no page fault, and no page evicted or kept
+    by the page cache according to which rows were read, can time a call (history-free).
+    """
+
+    def __init__(self, folder: Path, k: int, *, in_memory: bool = False) -> None:
         self.k = k
-        self.ids = np.load(folder / "ids.npy", mmap_mode="r", allow_pickle=False)
-        self.dist = np.load(folder / "dist.npy", mmap_mode="r", allow_pickle=False)
+        mode = None if in_memory else "r"
+        self.ids = np.load(folder / "ids.npy", mmap_mode=mode, allow_pickle=False)
+        self.dist = np.load(folder / "dist.npy", mmap_mode=mode, allow_pickle=False)
         self.disk_bytes = self.ids.nbytes + self.dist.nbytes
 
     def get_many(self, words: npt.NDArray[np.int64]) -> list[Table | None]:

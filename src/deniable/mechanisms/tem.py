@@ -187,7 +187,8 @@ class TruncatedExponential(Mechanism):
         service): no table built for a word is remembered, so the time a call takes
         depends on the word's public neighbourhood and the prepared tables only, never
         on which words were privatized before. Prepare the tables first, or every call
-        scans the vocabulary for its words.
+        scans the vocabulary for its words; they are then read into memory (not
+        memory-mapped: page faults would time which rows were read before).
     """
 
     name: ClassVar[str] = "tem"
@@ -320,7 +321,7 @@ class TruncatedExponential(Mechanism):
 
                 info = open_artefact(self.embedding, KNN_KIND, knn_artefact_params(self.embedding, self.metric))
                 if info is not None:
-                    holder.knn = PreparedKnn(info.path, self._k)
+                    holder.knn = PreparedKnn(info.path, self._k, in_memory=self.history_free)
                 holder.loaded = True
         return holder.knn
 
