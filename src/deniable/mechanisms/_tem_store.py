@@ -24,7 +24,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -98,13 +98,19 @@ class PreparedKnn:
 
     def __init__(self, folder: Path, k: int, *, in_memory: bool = False) -> None:
         self.k = k
-        mode = None if in_memory else "r"
-        self.ids = np.load(folder / "ids.npy", mmap_mode=mode, allow_pickle=False)
-        self.dist = np.load(folder / "dist.npy", mmap_mode=mode, allow_pickle=False)
+        self.mapped = not in_memory
+        mode: Literal["r"] | None = None if in_memory else "r"
+        # plain ndarray views of the memory maps: indexing them skips np.memmap's Python layer
+        self.ids = np.asarray(np.load(folder / "ids.npy", mmap_mode=mode, allow_pickle=False))
+        self.dist = np.asarray(np.load(folder / "dist.npy", mmap_mode=mode, allow_pickle=False))
         self.disk_bytes = self.ids.nbytes + self.dist.nbytes
 
     def get_many(self, words: npt.NDArray[np.int64]) -> list[Table | None]:
         return [(self.ids[w], self.dist[w]) for w in words.tolist()]
+
+    def rows(self, words: npt.NDArray[np.int64]) -> Table:
+        """The tables of ``words`` stacked: ``(len(words), width)`` ids and distances (copies)."""
+        return self.ids[words], self.dist[words]
 
 
 # -- one k-NN table from a screening row (the lazy path and the fallback of the build) ------------

@@ -415,15 +415,20 @@ class TruncatedExponential(Mechanism):
         if has_table.any():
             self._sample_cached(flat, inv, uniq, tables, has_table, out, rng)
         todo = np.flatnonzero(~has_table)
-        if todo.size:  # words with a cached k-NN table and a cheap envelope
-            knns = self._knn_lookup(uniq[todo])
-            found = [j for j, e in enumerate(knns) if e is not None]
-            if found:
-                sel = todo[found]
+        if todo.size:  # words with a k-NN table (prepared or built earlier) and a cheap envelope
+            prepared = self._prepared_knn()
+            entries: list[Table] | Table
+            if prepared is not None:
+                sel = todo
+                entries = prepared.rows(uniq[sel])  # every word: one gather, no per-word work
+            else:
+                knns = self._knn_lookup(uniq[todo])
+                sel = todo[[j for j, e in enumerate(knns) if e is not None]]
+                entries = [e for e in knns if e is not None]
+            if sel.size:
                 slot = np.full(uniq.size, -1, dtype=np.int64)
                 slot[sel] = np.arange(sel.size)
                 tok = np.flatnonzero(slot[inv] >= 0)
-                entries = [e for e in knns if e is not None]
                 ok = self._sample_knn(uniq[sel], entries, slot[inv[tok]], tok, out, rng)
                 has_table[sel[ok]] = True
         need_pos = np.flatnonzero(~has_table[inv])
@@ -686,7 +691,7 @@ class TruncatedExponential(Mechanism):
         return total / m_e, total / max(min(m_e + far, total), m_e)
 
     def _knn_arrays(
-        self, entries: list[Table]
+        self, entries: list[Table] | Table
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``(E ids, cumulative E weights, E mass, total envelope mass, log envelope, bound, estimate)``.
 
@@ -695,8 +700,12 @@ class TruncatedExponential(Mechanism):
         estimates them. Both are ``inf`` when the envelope is unusable.
         """
         k = self._k
-        ids = np.stack([np.asarray(e[0][:k], dtype=np.int64) for e in entries])
-        tail = np.stack([np.asarray(e[1], dtype=np.float64) for e in entries])
+        if isinstance(entries, tuple):  # already stacked: (V', width) ids and distances
+            ids = np.asarray(entries[0][:, :k], dtype=np.int64)
+            tail = np.asarray(entries[1], dtype=np.float64)
+        else:
+            ids = np.stack([np.asarray(e[0][:k], dtype=np.int64) for e in entries])
+            tail = np.stack([np.asarray(e[1], dtype=np.float64) for e in entries])
         dist, d_env, sketch = tail[:, :k], tail[:, k], tail[:, k + 1 :]
         cum = np.cumsum(np.exp(self._weights_exponent(dist)), axis=1)
         m_e = cum[:, -1]
@@ -714,7 +723,7 @@ class TruncatedExponential(Mechanism):
     def _sample_knn(
         self,
         words: npt.NDArray[np.int64],
-        entries: list[Table],
+        entries: list[Table] | Table,
         token_word: np.ndarray,
         positions: np.ndarray,
         out: np.ndarray,
