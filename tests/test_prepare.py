@@ -173,7 +173,14 @@ def test_cli_prepare(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: py
     lines = out.out.splitlines()
     assert len(lines) == 2 and all(line.startswith("tem-knn\t") for line in lines)
     assert "KiB" in out.out and "2 prepared" in out.err
+    # the old TEM disk cache recorded privatized words: --list warns, --remove deletes it
+    legacy = tmp_path / "cache" / "artefacts" / make_toy_embedding().fingerprint[:20] / "tem" / "euclidean-0x1p+0"
+    legacy.mkdir(parents=True)
+    (legacy / "shard-0.words.npy").write_bytes(b"x")
+    assert run_app(["prepare", "--list", "-q"]) == 0
+    assert "older version" in capsys.readouterr().err
     assert run_app(["prepare", "--remove", "--embedding", str(emb_dir), "-q"]) == 0
+    assert not legacy.parent.exists()
     assert run_app(["prepare", "--list", "-q"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 1  # the 10-word subset is another embedding
     assert run_app(["prepare", "--mechanism", "nope", "--embedding", str(emb_dir)]) == 2

@@ -45,6 +45,7 @@ __all__ = [
     "ArtefactInfo",
     "artefact_path",
     "build_artefact",
+    "legacy_tem_folders",
     "list_artefacts",
     "open_artefact",
     "planned_artefacts",
@@ -261,12 +262,29 @@ def list_artefacts(embedding: Embedding | None = None) -> list[ArtefactInfo]:
     return [_info(p, m) for p, m in _manifests(root) if m is not None]
 
 
+def legacy_tem_folders(embedding: Embedding | None = None) -> list[Path]:
+    """Folders of the TEM disk cache of versions before 2026-11-23 (``artefacts/<fp>/tem``).
+
+    They hold the tables of the words those versions privatized (so they record which
+    words were privatized): :func:`remove_artefacts` deletes them.
+    """
+    root = cache_dir() / "artefacts"
+    pattern = f"{embedding.fingerprint[:20]}/tem" if embedding is not None else "*/tem"
+    return sorted(p for p in root.glob(pattern) if p.is_dir())
+
+
 def remove_artefacts(
     embedding: Embedding | None = None, artefacts: Iterable[tuple[str, dict[str, Any]]] | None = None
 ) -> list[ArtefactInfo]:
     """Delete prepared artefacts (of ``embedding``; only ``(kind, params)`` in ``artefacts`` if
-    given, see :func:`planned_artefacts`); returns what was removed."""
+    given, see :func:`planned_artefacts`); returns what was removed.
+
+    Without ``artefacts``, the legacy TEM folders (:func:`legacy_tem_folders`) go too.
+    """
     wanted = None if artefacts is None else {(k, _params_key(p)) for k, p in artefacts}
+    if wanted is None:
+        for folder in legacy_tem_folders(embedding):
+            shutil.rmtree(folder, ignore_errors=True)
     removed = []
     for info in list_artefacts(embedding):
         if wanted is None or (info.kind, _params_key(info.params)) in wanted:

@@ -44,7 +44,7 @@ def prepare_cmd(
     fresh `deniable privatize` or `deniable serve` is fast from its first batch.
     """
     from .._errors import InvalidParameterError
-    from ..prepare import list_artefacts, planned_artefacts, prepare, remove_artefacts
+    from ..prepare import legacy_tem_folders, list_artefacts, planned_artefacts, prepare, remove_artefacts
 
     if list_ and remove:
         raise InvalidParameterError("--list", "with --remove", "one of --list or --remove")
@@ -56,6 +56,13 @@ def prepare_cmd(
         if not quiet:
             total = sum(i.disk_bytes for i in infos)
             err.print(f"{len(infos)} prepared artefact(s), {_size(total)}")
+        legacy = legacy_tem_folders()
+        if legacy:
+            err.print(
+                f"[yellow]warning:[/] {len(legacy)} TEM cache folder(s) of an older version record which words "
+                "were privatized (artefacts/*/tem); delete them with `deniable prepare --remove --embedding ...` "
+                "or by hand"
+            )
         return
     names = mechanism or ["tem"]
     for name in names:
