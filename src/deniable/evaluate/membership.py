@@ -90,3 +90,4 @@ def shadow_attack(
     """Train the shadow model (``make()`` on clean TE2) and the attack model on its outputs."""
     shadow = make().fit(te2.texts, te2.labels)
     return train_attack(shadow, te2, te1, seed=seed, label_feature=label_feature)
+
