@@ -107,9 +107,13 @@ def test_a_truncated_or_altered_artefact_is_never_used(monkeypatch: pytest.Monke
     assert again.file("dist.npy").read_bytes() == good
     assert open_artefact(emb, "tem-knn", params) is not None
     # a damaged manifest
-    (info.path / "manifest.json").write_text("{", encoding="utf-8")
-    with pytest.raises(ArtefactError, match="manifest"):
-        open_artefact(emb, "tem-knn", params)
+    for text in ("{", '{"format": 1, "kind": "tem-knn"}'):
+        (info.path / "manifest.json").write_text(text, encoding="utf-8")
+        with pytest.raises(ArtefactError, match="manifest"):
+            open_artefact(emb, "tem-knn", params)
+    assert list_artefacts(emb) == []
+    remove_artefacts(emb)  # also deletes a folder whose manifest cannot be read
+    assert not info.path.exists()
 
 
 def _slow_builder(embedding: _Embedding, params: dict[str, Any], folder: Path, show: bool | None) -> None:

@@ -120,8 +120,11 @@ def _read_manifest(path: Path) -> dict[str, Any]:
         manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
         if not isinstance(manifest, dict) or manifest.get("format") != _FORMAT:
             raise ValueError("format")
+        _info(path, manifest)  # every field present and of the right type
+        if not all(isinstance(m.get("sha256"), str) for m in manifest["files"].values()):
+            raise ValueError("sha256")
         return manifest
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ArtefactError(f"prepared artefact {path}: unreadable manifest ({type(exc).__name__})") from None
 
 
@@ -235,31 +238,25 @@ def build_artefact(
         return _info(path, manifest)
 
 
-def _manifests(root: Path) -> Iterable[tuple[Path, dict[str, Any] | None]]:
-    for m in sorted(root.glob(f"*/prepared/*/*/{MANIFEST}")):
-        try:
-            yield m.parent, _read_manifest(m.parent)
-        except ArtefactError:
-            yield m.parent, None
+def _folders(embedding: Embedding | None) -> list[Path]:
+    """Artefact folders that have a manifest (of ``embedding``, or of every embedding)."""
+    fp = embedding.fingerprint[:20] if embedding is not None else "*"
+    return [m.parent for m in sorted((cache_dir() / "artefacts").glob(f"{fp}/prepared/*/*/{MANIFEST}"))]
 
 
 def list_artefacts(embedding: Embedding | None = None) -> list[ArtefactInfo]:
     """Prepared artefacts (of ``embedding``, or of every embedding), from their manifests.
 
-    Checksums are not recomputed here (that is done when an artefact is opened).
+    Checksums are not recomputed here (that is done when an artefact is opened); a folder
+    whose manifest is unreadable is left out (:func:`remove_artefacts` deletes it).
     """
-    root = cache_dir() / "artefacts"
-    if embedding is not None:
-        root = root / embedding.fingerprint[:20]
-        found = ((m.parent, m) for m in sorted(root.glob(f"prepared/*/*/{MANIFEST}")))
-        out = []
-        for path, _ in found:
-            try:
-                out.append(_info(path, _read_manifest(path)))
-            except ArtefactError:
-                continue
-        return out
-    return [_info(p, m) for p, m in _manifests(root) if m is not None]
+    out = []
+    for path in _folders(embedding):
+        try:
+            out.append(_info(path, _read_manifest(path)))
+        except ArtefactError:
+            continue
+    return out
 
 
 def legacy_tem_folders(embedding: Embedding | None = None) -> list[Path]:
@@ -285,6 +282,10 @@ def remove_artefacts(
     if wanted is None:
         for folder in legacy_tem_folders(embedding):
             shutil.rmtree(folder, ignore_errors=True)
+        listed = {i.path for i in list_artefacts(embedding)}
+        for folder in _folders(embedding):
+            if folder not in listed:  # an unreadable manifest
+                shutil.rmtree(folder, ignore_errors=True)
     removed = []
     for info in list_artefacts(embedding):
         if wanted is None or (info.kind, _params_key(info.params)) in wanted:
