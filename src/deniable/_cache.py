@@ -7,7 +7,6 @@ atomically, and memory-mapped when read, so many processes share one copy.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import tempfile
 from collections.abc import Callable, Iterator
@@ -54,6 +53,8 @@ def file_lock(path: Path) -> Iterator[None]:
     Processes (and threads: each call opens its own descriptor) building the same
     artefact take turns; the lock is released when the block ends or the process dies.
     """
+    import fcntl  # POSIX only: imported here so that `import deniable` works everywhere
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
