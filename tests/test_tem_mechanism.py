@@ -297,28 +297,34 @@ def test_theorem3_leaving_the_ball_has_probability_at_most_beta() -> None:
 # -- the cache, threads, pre-computation ----------------------------------------------------------
 
 
-def test_tables_are_cached_on_disk_and_reused(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tables_are_kept_in_memory_and_prepared_tables_are_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    # ball tables built while privatizing stay in this process (LRU), never on disk; the
+    # prepared k-NN tables (input-independent) are read by a fresh mechanism
     force_path(monkeypatch, "table")
     emb = make_tiny_embedding(150, 3, seed=15)
     rng = np.random.default_rng(6)
     mech = TruncatedExponential(emb, 6.0, gamma=1.2)
     mech.privatize(np.arange(150), rng)
-    mech.flush_cache()
+    mech.flush_cache()  # a no-op kept for compatibility
     info = mech.cache_info()
-    assert info["disk_bytes"] > 0 and info["memory_bytes"] > 0
-    again = TruncatedExponential(emb, 6.0, gamma=1.2)
-    tables = again._store.get_many(np.arange(150))  # type: ignore[attr-defined]
+    assert info["disk_bytes"] == 0 and info["memory_bytes"] > 0
+    tables = mech._store.get_many(np.arange(150))  # type: ignore[attr-defined]
     assert all(t is not None for t in tables)
     fresh = TruncatedExponential(emb, 6.0, gamma=1.2, cache=False)
     for w in (0, 77):
         ids, dist = tables[w]  # type: ignore[misc]
         cd = fresh.compact_distribution(w)
         assert np.array_equal(np.asarray(ids), cd.ids) and np.array_equal(np.asarray(dist), fresh._geo.exact(w, cd.ids))  # type: ignore[attr-defined]
-        y = again.privatize(np.full(20000, w), rng)
+        y = mech.privatize(np.full(20000, w), rng)
         assert g_test_pvalue(y, fresh.distribution(w)[1]) > ALPHA
-    # another gamma or metric is another cache key
-    other = TruncatedExponential(emb, 6.0, gamma=1.3)
-    assert all(t is None for t in other._store.get_many(np.arange(150)))  # type: ignore[attr-defined]
+    again = TruncatedExponential(emb, 6.0, gamma=1.2)
+    assert all(t is None for t in again._store.get_many(np.arange(150)))  # type: ignore[attr-defined]
+    assert again.cache_info()["disk_bytes"] == 0
+    again.precompute()  # the prepared k-NN tables
+    later = TruncatedExponential(emb, 2.0, gamma=1.3)  # any epsilon and gamma read them
+    assert later.cache_info()["disk_bytes"] > 0
+    assert all(e is not None for e in later._knn_lookup(np.arange(150)))  # type: ignore[attr-defined]
+    assert len(later._knn) == 0  # type: ignore[attr-defined]
 
 
 def test_shared_across_threads() -> None:
@@ -351,6 +357,8 @@ def test_precompute_estimate_and_refusal() -> None:
     assert est["mean_ball"] >= 1 and est["table_bytes"] > 0
     stats = mech.precompute()
     assert stats["built"] == 200 and mech.cache_info()["disk_bytes"] > 0
+    some = TruncatedExponential(emb, 6.0, gamma=1.0, cache=False).precompute([3, 5, 5])
+    assert some["words"] == 2 and some["built"] == 2
     small = TruncatedExponential(emb, 6.0, gamma=1.0, disk_bytes=100, cache=False)
     with pytest.raises(ResourceLimitError, match="vocab-size"):
         small.precompute()

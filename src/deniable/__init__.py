@@ -26,6 +26,7 @@ from ._errors import (
 )
 from ._random import check_random_state, secure_generator, seeded_generator
 from .embedding import Embedding, load_embedding
+from .prepare import prepare  # eager: the function, not the submodule, is deniable.prepare
 
 __version__ = "0.1.0"
 
@@ -49,6 +50,7 @@ __all__ = [
     "experiments",
     "load_embedding",
     "make_mechanism",
+    "prepare",
     "secure_generator",
     "seeded_generator",
 ]

@@ -8,10 +8,11 @@ atomically, and memory-mapped when read, so many processes share one copy.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["atomic_path", "cache_dir"]
+__all__ = ["atomic_path", "cache_dir", "file_lock"]
 
 
 def cache_dir() -> Path:
@@ -40,3 +41,21 @@ def atomic_path(final: Path, write: Callable[[Path], None]) -> Path:
         os.close(fd)
         write(tmp)
     return final
+
+
+@contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``fcntl`` lock on ``path`` (created if needed) for the block.
+
+    Processes (and threads: each call opens its own descriptor) building the same
+    artefact take turns; the lock is released when the block ends or the process dies.
+    """
+    import fcntl  # POSIX only: imported here so that `import deniable` works everywhere
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock

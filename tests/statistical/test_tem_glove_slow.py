@@ -71,3 +71,40 @@ def test_theorem3_on_glove(emb: Embedding) -> None:
             y = mech.privatize(np.full(n, w), rng)
             left = np.count_nonzero(~np.isin(y, cd.ids))
             assert left <= n * beta + 5 * math.sqrt(n * beta * (1 - beta))
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "angular"])
+def test_prepared_tables_on_glove(glove: Embedding, metric: str) -> None:
+    # the blocked (faiss) build on real vectors: E and d_env are right, sampling is exact
+    from deniable.mechanisms._tem_geometry import Geometry
+    from deniable.mechanisms._tem_store import knn_entry
+    from deniable.prepare import prepare, remove_artefacts
+
+    emb = glove.subset(20000)
+    (info,) = prepare(emb, metric=metric, show_progress=False)
+    try:
+        ids_all = np.load(info.file("ids.npy"), mmap_mode="r")
+        dist_all = np.load(info.file("dist.npy"), mmap_mode="r")
+        geo = Geometry(emb, metric)
+        row = np.empty((1, emb.size), dtype=np.float32)
+        k = 256
+        words = emb.ids(WORDS)
+        words = words[words >= 0]  # in the 20k subset
+        for w in [*words.tolist(), 19999]:
+            geo.screen(np.array([w]), row)
+            lazy = knn_entry(geo, w, row[0], k, 32)
+            assert np.array_equal(ids_all[w], lazy[0]) and np.array_equal(dist_all[w, :k], lazy[1][:k])
+            d = geo.exact(w, np.arange(emb.size))
+            outside = np.setdiff1d(np.arange(emb.size), ids_all[w, :k])
+            assert dist_all[w, k] <= d[outside].min()
+        e = 40.0 if metric == "angular" else 5.0
+        mech = TruncatedExponential(emb, e, metric=metric, history_free=True)
+        assert mech.cache_info()["disk_bytes"] > 0
+        rng = np.random.default_rng(31)
+        ids = words
+        batch = np.repeat(ids, 40000)
+        y = mech.privatize(batch, rng)
+        for w in ids.tolist():
+            assert g_test_pvalue(y[batch == w], mech.distribution(w)[1]) > ALPHA
+    finally:
+        remove_artefacts(emb)

@@ -15,6 +15,7 @@ from . import evaluate as _evaluate  # noqa: E402,F401
 from . import explain as _explain  # noqa: E402,F401
 
 # Command modules register themselves on import (one line each).
+from . import prepare as _prepare  # noqa: E402,F401
 from . import privatize as _privatize  # noqa: E402,F401
 from . import serve as _serve  # noqa: E402,F401
 from ._common import app, run_app

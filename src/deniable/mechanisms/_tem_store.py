@@ -1,88 +1,74 @@
-"""Neighbour tables ``L_w`` for TEM: an in-memory LRU bounded in bytes, backed by disk shards.
+"""TEM's tables: an in-memory LRU for tables built during a run, and the prepared k-NN tables.
 
-A table is ``(ids, dist)``: the sorted ids of ``L_w = {y : d(w, y) <= gamma}`` (int32)
-and their exact float64 distances. It depends on (embedding, metric, gamma) only, not
-on epsilon. On disk, under ``embedding.cache_path("tem", <metric>-<gamma>)``, tables are
-kept in shards of four ``.npy`` files (``words``, ``offsets``, ``ids``, ``dist``), each
-written atomically, the ``words`` file last (it is the commit mark); shards are
-memory-mapped when read, so many processes share one copy. All state is guarded by a
-lock: a mechanism may be shared across threads.
+Two kinds of table exist (both ``(ids, dist)``):
+
+- ball tables ``L_w = {y : d(w, y) <= gamma}`` (sorted int32 ids, exact float64
+  distances), built for the words met in a run;
+- k-NN envelope tables (see ``TruncatedExponential._build_knn``): the k nearest words
+  with exact distances, a proven lower bound ``d_env`` on the distance of every other
+  word, and a sketch of the far distances.
+
+**Nothing built from the words of a run is written to disk** (it would record which words
+were privatized): such tables live in :class:`TableStore`, a per-process LRU bounded in
+bytes. What is on disk is the *prepared* k-NN artefact for the WHOLE vocabulary
+(:func:`build_knn_artefact`, registered with :mod:`deniable.prepare` as ``"tem-knn"``): a
+function of the embedding and the metric only, two ``(V, k + 1 + sketch)`` arrays
+memory-mapped by :class:`PreparedKnn`.
 """
 
 from __future__ import annotations
 
+import hashlib
+import math
 import threading
-import uuid
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from .._cache import atomic_path
+from .._progress import progress
+from ._tem_geometry import Geometry
 
-__all__ = ["TableStore"]
+if TYPE_CHECKING:
+    from ..embedding import Embedding
+
+__all__ = ["KNN_KIND", "PreparedKnn", "TableStore", "build_knn_artefact", "knn_entry"]
 
 Table = tuple[npt.NDArray[np.int32], npt.NDArray[np.float64]]
 
-_PARTS = ("offsets", "ids", "dist", "words")
+#: The artefact kind of the prepared k-NN tables (deniable.prepare).
+KNN_KIND = "tem-knn"
+#: Query words per block of the prepared build (bounds its memory: about 0.6 GiB at k = 256).
+_BUILD_BLOCK = 8192
+#: Size of the strided sample of the screening row behind the sketch and the threshold.
+_SAMPLE = 4096
 
 
 class TableStore:
-    """Tables by word id: memory LRU, then disk shards; new tables are flushed in shards."""
+    """Tables by word id, in memory only: an LRU bounded in bytes, safe across threads."""
 
-    def __init__(
-        self,
-        directory: Callable[[], Path] | None,
-        *,
-        memory_bytes: int,
-        disk_bytes: int,
-        flush_bytes: int = 4 << 20,
-    ) -> None:
-        self._directory_fn = directory
-        self._directory: Path | None = None
+    def __init__(self, *, memory_bytes: int) -> None:
         self.memory_bytes = memory_bytes
-        self.disk_bytes = disk_bytes
-        self.flush_bytes = flush_bytes
         self._lock = threading.Lock()
         self._lru: OrderedDict[int, Table] = OrderedDict()
         self._lru_bytes = 0
-        self._pending: dict[int, Table] = {}
-        self._pending_bytes = 0
-        self._disk: dict[int, tuple[int, int, int]] | None = None
-        self._shards: list[tuple[np.ndarray, np.ndarray]] = []
-        self._disk_used = 0
 
-    @property
-    def directory(self) -> Path | None:
-        """The shard folder (resolved on first use: it needs the embedding's fingerprint)."""
-        if self._directory is None and self._directory_fn is not None:
-            self._directory = self._directory_fn()
-        return self._directory
-
-    # -- lookups -----------------------------------------------------------------------
     def get_many(self, words: npt.NDArray[np.int64]) -> list[Table | None]:
-        """The table of each word, or None where none is stored."""
+        """The table of each word, or None where none is held."""
         with self._lock:
-            self._load_disk_index()
             out: list[Table | None] = []
             for w in words.tolist():
                 t = self._lru.get(w)
                 if t is not None:
                     self._lru.move_to_end(w)
-                else:
-                    t = self._pending.get(w)
-                    if t is None and self._disk is not None:
-                        loc = self._disk.get(w)
-                        if loc is not None:
-                            ids_mm, dist_mm = self._shards[loc[0]]
-                            t = (ids_mm[loc[1] : loc[2]], dist_mm[loc[1] : loc[2]])
                 out.append(t)
             return out
 
     def put(self, w: int, table: Table) -> None:
-        """Remember a freshly built table (memory now, disk at the next flush)."""
+        """Remember a freshly built table (evicting the least recently used)."""
         size = table[0].nbytes + table[1].nbytes
         with self._lock:
             if w in self._lru:
@@ -92,84 +78,221 @@ class TableStore:
             while self._lru_bytes > self.memory_bytes and len(self._lru) > 1:
                 _, old = self._lru.popitem(last=False)
                 self._lru_bytes -= old[0].nbytes + old[1].nbytes
-            if self._directory_fn is not None and (self._disk is None or w not in self._disk):
-                if self._disk_used + self._pending_bytes + size <= self.disk_bytes:
-                    self._pending[w] = table
-                    self._pending_bytes += size
-
-    def maybe_flush(self) -> None:
-        """Write pending tables to disk once there are ``flush_bytes`` of them."""
-        if self._pending_bytes >= self.flush_bytes:
-            self.flush()
-
-    def flush(self) -> None:
-        """Write every pending table to a new shard (atomically)."""
-        with self._lock:
-            directory = self.directory
-            if not self._pending or directory is None:
-                return
-            words = np.array(sorted(self._pending), dtype=np.int64)
-            tables = [self._pending[w] for w in words.tolist()]
-            lengths = np.array([len(t[0]) for t in tables], dtype=np.int64)
-            offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-            ids = np.concatenate([t[0] for t in tables]).astype(np.int32)
-            dist = np.concatenate([t[1] for t in tables]).astype(np.float64)
-            stem = f"shard-{uuid.uuid4().hex}"
-            directory.mkdir(parents=True, exist_ok=True)
-            arrays: dict[str, np.ndarray] = {"offsets": offsets, "ids": ids, "dist": dist, "words": words}
-            for part in _PARTS:  # words last: a shard without it is ignored
-                atomic_path(directory / f"{stem}.{part}.npy", _saver(arrays[part]))
-            n = len(self._shards)
-            self._shards.append((ids, dist))
-            if self._disk is None:
-                self._disk = {}
-            for j, w in enumerate(words.tolist()):
-                self._disk[w] = (n, int(offsets[j]), int(offsets[j + 1]))
-            self._disk_used += ids.nbytes + dist.nbytes
-            self._pending.clear()
-            self._pending_bytes = 0
 
     @property
     def memory_used(self) -> int:
-        """Bytes of tables held in memory (LRU)."""
+        """Bytes of tables held."""
         return self._lru_bytes
 
-    def disk_used(self) -> int:
-        """Bytes of tables in the disk shards of this (embedding, metric, gamma)."""
-        with self._lock:
-            self._load_disk_index()
-            return self._disk_used
-
-    # -- disk --------------------------------------------------------------------------
-    def _load_disk_index(self) -> None:
-        if self._disk is not None or self._directory_fn is None:
-            return
-        self._disk = {}
-        directory = self.directory
-        if directory is None or not directory.is_dir():
-            return
-        for words_file in sorted(directory.glob("shard-*.words.npy")):
-            stem = words_file.name[: -len(".words.npy")]
-            try:
-                words = np.load(words_file, allow_pickle=False)
-                offsets = np.load(directory / f"{stem}.offsets.npy", allow_pickle=False)
-                # plain ndarray views of the memory maps: slicing them is cheap
-                ids = np.asarray(np.load(directory / f"{stem}.ids.npy", mmap_mode="r", allow_pickle=False))
-                dist = np.asarray(np.load(directory / f"{stem}.dist.npy", mmap_mode="r", allow_pickle=False))
-            except (OSError, ValueError):
-                continue  # a damaged or partial shard is skipped (tables are rebuilt)
-            if offsets.size != words.size + 1 or ids.size != dist.size or int(offsets[-1]) != ids.size:
-                continue
-            n = len(self._shards)
-            self._shards.append((ids, dist))
-            for j, w in enumerate(words.tolist()):
-                self._disk[int(w)] = (n, int(offsets[j]), int(offsets[j + 1]))
-            self._disk_used += ids.nbytes + dist.nbytes
+    def __len__(self) -> int:
+        return len(self._lru)
 
 
-def _saver(arr: np.ndarray) -> Callable[[Path], None]:
-    def save(path: Path) -> None:
-        with open(path, "wb") as fh:
-            np.save(fh, arr, allow_pickle=False)
+class PreparedKnn:
+    """The prepared k-NN tables of the whole vocabulary, read-only.
 
-    return save
+    Memory-mapped (shared by every process) by default. ``in_memory=True`` reads them
+    into this process's memory instead: then no page fault, and no page evicted or kept
+    by the page cache according to which rows were read, can time a call (history-free).
+    """
+
+    def __init__(self, folder: Path, k: int, *, in_memory: bool = False) -> None:
+        self.k = k
+        self.mapped = not in_memory
+        mode: Literal["r"] | None = None if in_memory else "r"
+        # plain ndarray views of the memory maps: indexing them skips np.memmap's Python layer
+        self.ids = np.asarray(np.load(folder / "ids.npy", mmap_mode=mode, allow_pickle=False))
+        self.dist = np.asarray(np.load(folder / "dist.npy", mmap_mode=mode, allow_pickle=False))
+        self.disk_bytes = self.ids.nbytes + self.dist.nbytes
+
+    def get_many(self, words: npt.NDArray[np.int64]) -> list[Table | None]:
+        return [(self.ids[w], self.dist[w]) for w in words.tolist()]
+
+    def rows(self, words: npt.NDArray[np.int64]) -> Table:
+        """The tables of ``words`` stacked: ``(len(words), width)`` ids and distances (copies)."""
+        return self.ids[words], self.dist[words]
+
+
+# -- one k-NN table from a screening row (the lazy path and the fallback of the build) ------------
+
+
+def knn_entry(geo: Geometry, w: int, row: np.ndarray, k: int, n_sketch: int) -> Table:
+    """The k-NN table of ``w`` from its float32 screening row.
+
+    ``ids``: E = the k words with the smallest screening key (sorted), then ``1 + n_sketch``
+    times -1; ``dist``: their exact distances, then ``d_env`` (a proven lower bound on the
+    distance of every word outside E), then ``n_sketch`` quantiles of lower bounds on the
+    far distances (from a strided sample of the row).
+    """
+    v = geo.size
+    sketch = np.full(n_sketch, math.inf)
+    angular = geo.metric == "angular"
+    if k >= v:
+        ids = np.arange(v, dtype=np.int64)
+        d_env = math.inf
+    else:
+        key = -row if angular else row  # smaller = closer
+        # a threshold keeping ~4k candidates, from a strided sample; widened until > k pass
+        stride = max(1, v // _SAMPLE)
+        sample = np.sort(key[::stride])
+        q = 4.0 * (k + 1) / v
+        while True:
+            thr = sample[min(sample.size - 1, int(q * sample.size))]
+            cand = np.flatnonzero(key <= thr)
+            if cand.size > k or q >= 1.0:
+                break
+            q *= 4.0
+        if cand.size <= k:
+            cand = np.arange(v)
+        kc = key[cand]
+        part = np.argpartition(kc, k)
+        ids = np.sort(cand[part[:k]]).astype(np.int64)
+        kth = kc[part[k]]  # every word outside E has key >= kth
+        d_env, sketch = _bounds(geo, w, float(kth), sample, n_sketch)
+    dist = geo.exact(w, ids)
+    return (
+        np.concatenate([ids, np.full(1 + n_sketch, -1)]).astype(np.int32),
+        np.concatenate([dist, [d_env], sketch]).astype(np.float64),
+    )
+
+
+def _bounds(geo: Geometry, w: int, kth: float, sample: np.ndarray, n_sketch: int) -> tuple[float, np.ndarray]:
+    """``d_env`` from the (k+1)-th key and the sketch from the sorted sampled keys."""
+    angular = geo.metric == "angular"
+    far = sample[np.searchsorted(sample, np.float32(kth), side="left") :]  # sampled words outside E
+    raw = np.empty(1 + n_sketch, dtype=np.float32)
+    raw[0] = kth
+    if far.size:
+        at = ((np.arange(n_sketch) + 0.5) * (far.size / n_sketch)).astype(np.int64)
+        raw[1:] = far[at]
+    else:
+        raw[1:] = kth
+    b = geo.bound_values(w, -raw if angular else raw).astype(np.float64)
+    return float(b[0]), b[1:]
+
+
+# -- the prepared build --------------------------------------------------------------------------
+
+
+class _NpyWriter:
+    """Write a C-order ``.npy`` array block by block, hashing the bytes as they go."""
+
+    def __init__(self, path: Path, dtype: np.dtype[Any], shape: tuple[int, ...]) -> None:
+        self.fh = open(path, "wb")  # noqa: SIM115 - closed by close()
+        self.hash = hashlib.sha256()
+        self.dtype = dtype
+        header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape}
+        np.lib.format.write_array_header_2_0(self, header)
+
+    def write(self, data: bytes | memoryview) -> int:
+        self.hash.update(data)
+        return self.fh.write(data)
+
+    def block(self, arr: np.ndarray) -> None:
+        self.write(np.ascontiguousarray(arr, dtype=self.dtype).tobytes())
+
+    def close(self) -> str:
+        self.fh.close()
+        return self.hash.hexdigest()
+
+
+def build_knn_artefact(
+    embedding: Embedding, params: dict[str, Any], folder: Path, show_progress: bool | None
+) -> dict[str, str]:
+    """Write ``ids.npy`` and ``dist.npy``: the k-NN table of every word of ``embedding``.
+
+    Euclidean and angular: blocked exact k-NN search (faiss ``IndexFlatL2`` /
+    ``IndexFlatIP``: one BLAS product per block of queries and a partial top-(k+1) per
+    row), in bounded memory; the exact float64 distances of E come from
+    :meth:`Geometry.exact_paired`. Manhattan and chebyshev: screening rows block by block.
+    """
+    metric, k, n_sketch = str(params["metric"]), int(params["k"]), int(params["sketch"])
+    geo = Geometry(embedding, metric)
+    v = geo.size
+    width = k + 1 + n_sketch
+    ids_w = _NpyWriter(folder / "ids.npy", np.dtype(np.int32), (v, width))
+    dist_w = _NpyWriter(folder / "dist.npy", np.dtype(np.float64), (v, width))
+    what = f"TEM: k-NN tables of {v:,} words (k={k}, {metric})"
+    try:
+        with progress(v, what, enabled=show_progress) as advance:
+            if k < v and geo.screening and metric in ("euclidean", "angular"):
+                blocks = _knn_blocks_faiss(geo, k, n_sketch)
+            else:
+                blocks = _knn_blocks_rows(geo, k, n_sketch)
+            for ids, dist in blocks:
+                ids_w.block(ids)
+                dist_w.block(dist)
+                advance(ids.shape[0])
+    finally:
+        sums = {"ids.npy": ids_w.close(), "dist.npy": dist_w.close()}
+    return sums
+
+
+def _knn_blocks_rows(geo: Geometry, k: int, n_sketch: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    v = geo.size
+    block = max(1, min(128, (64 << 20) // (4 * v)))
+    buf = np.empty((block, v), dtype=np.float32)
+    for s in range(0, v, block):
+        q = np.arange(s, min(v, s + block), dtype=np.int64)
+        rows = buf[: q.size]
+        geo.screen(q, rows)
+        entries = [knn_entry(geo, int(w), rows[r], k, n_sketch) for r, w in enumerate(q.tolist())]
+        yield np.stack([e[0] for e in entries]), np.stack([e[1] for e in entries])
+
+
+def _knn_blocks_faiss(geo: Geometry, k: int, n_sketch: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Blocks of k-NN tables by faiss exact search (euclidean: squared L2; angular: cosines).
+
+    faiss's float32 values are ``|q|^2 + |y|^2 - 2 q.y`` (or ``q.y`` of unit vectors),
+    the same quantities as :meth:`Geometry.screen`, with a rounding error within the a
+    priori bound that :meth:`Geometry.bound_values` subtracts (it allows any summation
+    order), so ``d_env`` from faiss's (k+1)-th value is a proven lower bound too.
+    """
+    import faiss
+
+    v, n = geo.size, geo.dim
+    angular = geo.metric == "angular"
+    first, second = geo._block_operands(np.dtype(np.float32))  # the operands of Geometry.block
+    if angular:
+        base = first  # unit rows
+        index: Any = faiss.IndexFlatIP(n)
+        sample_t = np.ascontiguousarray(second[:, :: max(1, v // _SAMPLE)])
+    else:
+        base = np.ascontiguousarray(geo.x, dtype=np.float32)
+        index = faiss.IndexFlatL2(n)
+        aug = first  # [-2 y ; |y|^2]
+        sample_t = np.ascontiguousarray(aug[:, :: max(1, v // _SAMPLE)])
+    index.add(base)
+    for s in range(0, v, _BUILD_BLOCK):
+        q = np.arange(s, min(v, s + _BUILD_BLOCK), dtype=np.int64)
+        dq, iq = index.search(base[q], k + 1)
+        e_ids = np.sort(iq[:, :k], axis=1).astype(np.int64)
+        if angular:
+            kth = -dq[:, k]
+            sample = -(base[q] @ sample_t)
+        else:
+            kth = dq[:, k]
+            left = np.empty((q.size, n + 1), dtype=np.float32)
+            left[:, :-1] = base[q]
+            left[:, -1] = 1.0
+            sample = left @ sample_t
+            sample += geo._sq[q][:, None]
+        # the sketch: the same order statistics of the sampled far keys as knn_entry takes
+        sample.sort(axis=1)
+        kth32 = kth.astype(np.float32)
+        inside = np.count_nonzero(sample < kth32[:, None], axis=1)  # sampled keys < kth
+        n_s = sample.shape[1]
+        far_n = n_s - inside
+        at = inside[:, None] + ((np.arange(n_sketch) + 0.5)[None, :] * (far_n[:, None] / n_sketch)).astype(np.int64)
+        raw = np.empty((q.size, 1 + n_sketch), dtype=np.float32)
+        raw[:, 0] = kth32
+        picked = np.take_along_axis(sample, np.minimum(at, n_s - 1), axis=1)
+        raw[:, 1:] = np.where(far_n[:, None] > 0, picked, kth32[:, None])
+        env = np.empty((q.size, 1 + n_sketch))
+        for r, w in enumerate(q.tolist()):
+            env[r] = geo.bound_values(w, -raw[r] if angular else raw[r])
+        # row by row (a one-element ``ws`` broadcasts in exact_paired): bit for bit the
+        # distances of Geometry.exact, and faster than repeating each query k times
+        exact = np.stack([geo.exact(w, e_ids[r]) for r, w in enumerate(q.tolist())])
+        ids = np.concatenate([e_ids, np.full((q.size, 1 + n_sketch), -1)], axis=1)
+        yield ids, np.concatenate([exact, env], axis=1)

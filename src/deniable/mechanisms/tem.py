@@ -12,8 +12,8 @@ shared uniformly by the words outside). This is ``epsilon * d``-private for any 
 Sampling is exact in every regime (see docs/tem.md for the proofs); for each distinct
 word of a batch one of three exact samplers is used:
 
-1. **table** (Appendix B): ``L_w`` with exact distances is stored (memory LRU + disk
-   shards memory-mapped, keyed by embedding, metric and gamma); a token costs one
+1. **table** (Appendix B): ``L_w`` with exact distances is kept (in-memory LRU of this
+   process only: nothing derived from the input is written to disk); a token costs one
    inverse-CDF lookup (``searchsorted`` on the cumulative weights) and, for the bottom
    element, a uniform word outside ``L_w`` drawn by rejection from the vocabulary.
 2. **uniform rejection**: propose ``y`` uniformly from the vocabulary, accept with
@@ -28,6 +28,11 @@ word of a batch one of three exact samplers is used:
    ``exp(-a min(d, gamma) + h k) >= exp(-h - slack)``. Used when ``L_w`` is too large
    to store (small epsilon or large gamma): no exponential over the whole vocabulary.
 
+The k-NN envelope tables of the whole vocabulary can be prepared once
+(:func:`deniable.prepare.prepare`, ``deniable prepare --mechanism tem``): they depend on
+the embedding and the metric only, are memory-mapped, and are used automatically.
+``history_free=True`` (for long-lived services) keeps no per-word state between calls.
+
 Every probability is computed from :meth:`Geometry.exact` (float64 distances by
 differences), the same function :meth:`TruncatedExponential.compact_distribution`
 uses, so the sampled distribution is the stated one (up to float64 rounding).
@@ -36,7 +41,7 @@ uses, so the sampled distribution is the stated one (up to float64 rounding).
 from __future__ import annotations
 
 import math
-import weakref
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -50,7 +55,7 @@ from .._validation import check_epsilon, check_int, check_positive, check_probab
 from ..embedding import Embedding
 from ..metrics import check_metric
 from ._tem_geometry import TEM_METRICS, Geometry, TemDistributions, tem_distributions
-from ._tem_store import Table, TableStore
+from ._tem_store import KNN_KIND, PreparedKnn, Table, TableStore, knn_entry
 from .base import Mechanism
 from .registry import Option
 
@@ -96,12 +101,18 @@ _TABLE_AMORTISE = 4.0
 _KNN_CHUNK = 1 << 13
 
 
-def _flush_quietly(store: TableStore) -> None:
-    """Flush pending tables when the mechanism goes away (a full disk must not raise there)."""
-    try:
-        store.flush()
-    except OSError:
-        pass
+def knn_artefact_params(embedding: Embedding, metric: str) -> dict[str, object]:
+    """Parameters of the prepared k-NN artefact TEM reads for ``embedding`` and ``metric``."""
+    return {"metric": metric, "k": min(_KNN_K, embedding.size), "sketch": _KNN_SKETCH, "format": 1}
+
+
+class _Prepared:
+    """The prepared k-NN tables, looked up once per mechanism (thread-safe)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.loaded = False
+        self.knn: PreparedKnn | None = None
 
 
 def theorem3_gamma(epsilon: float, beta: float, vocab_size: int) -> float:
@@ -166,19 +177,27 @@ class TruncatedExponential(Mechanism):
     beta
         Probability of leaving the gamma-ball, in (0, 1), used when ``gamma`` is None.
     cache
-        Store neighbour tables on disk (``embedding.cache_path``) for later runs.
+        Use the prepared k-NN tables (read-only, memory-mapped) when they exist
+        (``deniable prepare``). Nothing is ever written to disk while privatizing:
+        tables built for the words of a run stay in this process's memory (LRU).
     table_max
         Largest candidate set kept as an explicit table; larger balls are sampled with
         the shell sampler (no table).
     memory_bytes
         Budget of the in-memory table cache (LRU).
     disk_bytes
-        Budget of the tables on disk for this (embedding, metric, gamma); beyond it new
-        tables are kept in memory only.
+        Largest prepared k-NN artefact :meth:`precompute` will build.
     block_bytes
         Scratch memory for a block of float32 distance rows.
     show_progress
         Progress bar while scanning the vocabulary (default: when stderr is a terminal).
+    history_free
+        Keep no per-word state between calls (for long-lived processes such as a
+        service): no table built for a word is remembered, so the time a call takes
+        depends on the word's public neighbourhood and the prepared tables only, never
+        on which words were privatized before. Prepare the tables first, or every call
+        scans the vocabulary for its words; they are then read into memory (not
+        memory-mapped: page faults would time which rows were read before).
     """
 
     name: ClassVar[str] = "tem"
@@ -200,6 +219,7 @@ class TruncatedExponential(Mechanism):
     disk_bytes: int = 4 << 30
     block_bytes: int = 128 << 20
     show_progress: bool | None = None
+    history_free: bool = False
     # derived state, set in __post_init__
     _a: float = field(init=False, repr=False)
     _gamma_from: str = field(init=False, repr=False)
@@ -208,6 +228,7 @@ class TruncatedExponential(Mechanism):
     _totals: dict[int, float] = field(init=False, repr=False)
     _knn: TableStore = field(init=False, repr=False)
     _k: int = field(init=False, repr=False)
+    _prepared: _Prepared = field(init=False, repr=False)
 
     options: ClassVar[tuple[Option, ...]] = (
         Option(
@@ -240,12 +261,19 @@ class TruncatedExponential(Mechanism):
             client=True,
             help="probability of leaving the gamma-ball; sets gamma (Theorem 3)",
         ),
-        Option("cache", bool, True, cli=False, help="store neighbour tables on disk for later runs"),
+        Option("cache", bool, True, cli=False, help="use prepared whole-vocabulary tables when present"),
         Option("table_max", int, 1 << 15, low=1, help="largest ball kept as an explicit table"),
         Option("memory_bytes", int, 256 << 20, low=1, help="budget of the in-memory table cache"),
-        Option("disk_bytes", int, 4 << 30, low=1, help="budget of the tables on disk"),
+        Option("disk_bytes", int, 4 << 30, low=1, help="size limit of the prepared tables built by precompute()"),
         Option("block_bytes", int, 128 << 20, low=1, help="scratch memory for a block of distance rows"),
         Option("show_progress", bool, None, cli=False, help="progress bar while scanning the vocabulary"),
+        Option(
+            "history_free",
+            bool,
+            False,
+            cli=False,
+            help="keep no per-word state between calls (long-lived services: timing independent of history)",
+        ),
     )
 
     def __post_init__(self) -> None:
@@ -268,8 +296,9 @@ class TruncatedExponential(Mechanism):
             gamma = min(check_positive("gamma", self.gamma, allow_zero=True), _GAMMA_MAX)
             object.__setattr__(self, "_gamma_from", "given")
         object.__setattr__(self, "gamma", float(gamma))
-        if not isinstance(self.cache, bool):
-            raise InvalidParameterError("cache", self.cache, "True or False")
+        for flag in ("cache", "history_free"):
+            if not isinstance(getattr(self, flag), bool):
+                raise InvalidParameterError(flag, getattr(self, flag), "True or False")
         for name in ("table_max", "memory_bytes", "disk_bytes", "block_bytes"):
             object.__setattr__(self, name, check_int(name, getattr(self, name), minimum=1))
         v = self.embedding.size
@@ -281,18 +310,12 @@ class TruncatedExponential(Mechanism):
             )
         object.__setattr__(self, "_a", eps / 2.0)
         object.__setattr__(self, "_geo", Geometry(self.embedding, metric))
-        emb, key = self.embedding, f"{metric}-{float(gamma).hex()}"
-        directory = (lambda: emb.cache_path("tem", key, "x").parent) if self.cache else None
-        store = TableStore(directory, memory_bytes=self.memory_bytes, disk_bytes=self.disk_bytes)
-        object.__setattr__(self, "_store", store)
+        # tables built for the words of a run: this process's memory only (never disk)
+        object.__setattr__(self, "_store", TableStore(memory_bytes=self.memory_bytes))
         object.__setattr__(self, "_totals", {})  # word -> total table mass (for this epsilon)
-        k = min(_KNN_K, v)
-        knn_dir = (lambda: emb.cache_path("tem", f"knn2-{metric}-k{k}", "x").parent) if self.cache else None
-        knn = TableStore(knn_dir, memory_bytes=self.memory_bytes, disk_bytes=self.disk_bytes)
-        object.__setattr__(self, "_knn", knn)
-        object.__setattr__(self, "_k", k)
-        weakref.finalize(self, _flush_quietly, store)
-        weakref.finalize(self, _flush_quietly, knn)
+        object.__setattr__(self, "_knn", TableStore(memory_bytes=self.memory_bytes))
+        object.__setattr__(self, "_k", min(_KNN_K, v))
+        object.__setattr__(self, "_prepared", _Prepared())
 
     # -- public API ----------------------------------------------------------------------
     def distance(self, w: int, w2: int) -> float:
@@ -325,50 +348,86 @@ class TruncatedExponential(Mechanism):
         return np.arange(self.embedding.size, dtype=np.int64), probs
 
     def flush_cache(self) -> None:
-        """Write neighbour tables built so far to the disk cache now."""
-        self._store.flush()
-        self._knn.flush()
+        """Kept for compatibility: nothing built while privatizing is written to disk."""
 
     def cache_info(self) -> dict[str, int]:
-        """Bytes of neighbour tables (ball tables and k-NN tables) in memory and on disk."""
+        """Bytes of tables built in this process (memory) and of the prepared k-NN tables (disk)."""
+        prepared = self._prepared_knn()
         return {
             "memory_bytes": self._store.memory_used + self._knn.memory_used,
-            "disk_bytes": self._store.disk_used() + self._knn.disk_used(),
+            "disk_bytes": prepared.disk_bytes if prepared is not None else 0,
         }
 
-    def precompute(self, words: npt.ArrayLike | None = None) -> dict[str, float]:
-        """Build (and cache) the neighbour tables of ``words`` (default: the whole vocabulary).
+    def _prepared_knn(self) -> PreparedKnn | None:
+        """The prepared k-NN tables (verified and memory-mapped on first use), or None."""
+        holder = self._prepared
+        if holder.loaded or not self.cache:
+            return holder.knn
+        with holder.lock:
+            if not holder.loaded:
+                from ..prepare import open_artefact
 
-        The size is estimated from 32 random words first; when the estimate exceeds
-        ``disk_bytes`` a :class:`ResourceLimitError` says so before any work is done.
-        Words whose ball is larger than ``table_max`` get no table (they are sampled by
-        the shell sampler). Returns counts and sizes.
+                info = open_artefact(self.embedding, KNN_KIND, knn_artefact_params(self.embedding, self.metric))
+                if info is not None:
+                    holder.knn = PreparedKnn(info.path, self._k, in_memory=self.history_free)
+                holder.loaded = True
+        return holder.knn
+
+    def _knn_lookup(self, words: npt.NDArray[np.int64]) -> list[Table | None]:
+        """k-NN tables: prepared ones, else (not history-free) those built earlier in this process."""
+        prepared = self._prepared_knn()
+        if prepared is not None:
+            return prepared.get_many(words)
+        if self.history_free:
+            return [None] * words.size
+        return self._knn.get_many(words)
+
+    def precompute(self, words: npt.ArrayLike | None = None) -> dict[str, float]:
+        """Prepare tables ahead of sampling.
+
+        ``words=None`` (the whole vocabulary): builds the prepared k-NN tables on disk
+        (:func:`deniable.prepare.prepare`; input-independent, shared by every process and
+        every epsilon), refusing with :class:`ResourceLimitError` when they would exceed
+        ``disk_bytes``. Given ``words``: builds their ball and k-NN tables in this
+        process's memory only (nothing is written: those words may be private). Returns
+        counts and sizes.
         """
         v = self.embedding.size
-        ids = np.arange(v, dtype=np.int64) if words is None else np.unique(self.embedding.check_ids(words).ravel())
-        est = self.estimate(ids)
-        if est["table_bytes"] > self.disk_bytes:
-            raise ResourceLimitError(
-                f"the TEM neighbour tables for {ids.size:,} words would take about {est['table_bytes'] / 2**30:.1f} "
-                f"GiB (mean ball {est['mean_ball']:,.0f} words), more than disk_bytes={self.disk_bytes / 2**30:.1f} "
-                "GiB: restrict the vocabulary (--vocab-size), lower gamma / raise epsilon, or raise disk_bytes"
+        if words is None:
+            from ..prepare import build_artefact
+
+            width = self._k + 1 + _KNN_SKETCH
+            size = v * width * 12
+            if size > self.disk_bytes:
+                raise ResourceLimitError(
+                    f"the prepared TEM k-NN tables for {v:,} words would take {size / 2**30:.2f} GiB, more than "
+                    f"disk_bytes={self.disk_bytes / 2**30:.2f} GiB: restrict the vocabulary (--vocab-size) "
+                    "or raise disk_bytes"
+                )
+            info = build_artefact(
+                self.embedding,
+                KNN_KIND,
+                knn_artefact_params(self.embedding, self.metric),
+                show_progress=self.show_progress,
             )
-        tables = self._store.get_many(ids)
-        knns = self._knn.get_many(ids)
-        todo = ids[np.array([t is None or e is None for t, e in zip(tables, knns, strict=True)], dtype=bool)]
+            with self._prepared.lock:
+                self._prepared.loaded = False  # pick the new tables up
+            return {"words": float(v), "built": float(v), "disk_bytes": float(info.disk_bytes)}
+        if self.history_free:
+            raise InvalidParameterError(
+                "words", "(given)", "None: a history-free mechanism keeps no per-word tables (prepare instead)"
+            )
+        ids = np.unique(self.embedding.check_ids(words).ravel())
+        est = self.estimate(ids)
         built = 0
         sizes = 0
-        for w, row in self._rows(todo):
+        for w, row in self._rows(ids):
             self._build_knn(w, row)
             cand = self._geo.candidates(w, row, self._gamma, limit=self.table_max)
             if cand is not None:
                 t = self._build_table(w, cand)
                 built += 1
                 sizes += t[0].size
-            self._store.maybe_flush()
-            self._knn.maybe_flush()
-        self._store.flush()
-        self._knn.flush()
         return {"words": float(ids.size), "built": float(built), "mean_ball": sizes / max(built, 1), **est}
 
     def estimate(self, words: npt.ArrayLike | None = None, sample: int = 32) -> dict[str, float]:
@@ -399,20 +458,25 @@ class TruncatedExponential(Mechanism):
         out = np.empty(flat.size, dtype=np.int64)
         uniq, inv = np.unique(flat, return_inverse=True)
         inv = inv.ravel()
-        tables = self._store.get_many(uniq)
+        tables: list[Table | None] = [None] * uniq.size if self.history_free else self._store.get_many(uniq)
         has_table = np.fromiter((t is not None for t in tables), dtype=bool, count=uniq.size)
         if has_table.any():
             self._sample_cached(flat, inv, uniq, tables, has_table, out, rng)
         todo = np.flatnonzero(~has_table)
-        if todo.size:  # words with a cached k-NN table and a cheap envelope
-            knns = self._knn.get_many(uniq[todo])
-            found = [j for j, e in enumerate(knns) if e is not None]
-            if found:
-                sel = todo[found]
+        if todo.size:  # words with a k-NN table (prepared or built earlier) and a cheap envelope
+            prepared = self._prepared_knn()
+            entries: list[Table] | Table
+            if prepared is not None:
+                sel = todo
+                entries = prepared.rows(uniq[sel])  # every word: one gather, no per-word work
+            else:
+                knns = self._knn_lookup(uniq[todo])
+                sel = todo[[j for j, e in enumerate(knns) if e is not None]]
+                entries = [e for e in knns if e is not None]
+            if sel.size:
                 slot = np.full(uniq.size, -1, dtype=np.int64)
                 slot[sel] = np.arange(sel.size)
                 tok = np.flatnonzero(slot[inv] >= 0)
-                entries = [e for e in knns if e is not None]
                 ok = self._sample_knn(uniq[sel], entries, slot[inv[tok]], tok, out, rng)
                 has_table[sel[ok]] = True
         need_pos = np.flatnonzero(~has_table[inv])
@@ -421,8 +485,6 @@ class TruncatedExponential(Mechanism):
             rest = need_pos[~done]
             if rest.size:
                 self._row_stage(flat, rest, out, rng)
-        self._store.maybe_flush()
-        self._knn.maybe_flush()
         return out
 
     @property
@@ -495,7 +557,9 @@ class TruncatedExponential(Mechanism):
             w = int(uniq[j])
             t = memo.get(w)
             if t is None:
-                t = memo[w] = self._total(w, tables[j])  # type: ignore[arg-type]
+                t = self._total(w, tables[j])  # type: ignore[arg-type]
+                if not self.history_free:
+                    memo[w] = t
             totals[j] = t
         tok = np.flatnonzero(has_table[inv])
         u = rng.random(tok.size) * totals[inv[tok]]
@@ -590,14 +654,16 @@ class TruncatedExponential(Mechanism):
         d = self._geo.exact(w, cand)
         inside = d <= self._gamma
         table: Table = (cand[inside].astype(np.int32), d[inside])
-        self._store.put(w, table)
+        if not self.history_free:
+            self._store.put(w, table)
         return table
 
     def _row_stage(self, flat: np.ndarray, positions: np.ndarray, out: np.ndarray, rng: np.random.Generator) -> None:
         """Tables (built now), the k-NN envelope or the shell sampler for the tokens at ``positions``.
 
-        Every scanned word also gets its k-NN table (cached: later batches, and later runs
-        at any epsilon, skip the scan for it).
+        Every scanned word also gets its k-NN table (its prepared one when there is one;
+        otherwise built, and kept in memory unless history-free: later batches at any
+        epsilon skip the scan for it).
         """
         words = flat[positions]
         order = np.argsort(words, kind="stable")
@@ -607,9 +673,10 @@ class TruncatedExponential(Mechanism):
         knn_words: list[int] = []
         knn_entries: list[Table] = []
         knn_pos: list[np.ndarray] = []
+        prepared = self._knn_lookup(uniq) if self._prepared_knn() is not None else None
         for j, (w, row) in enumerate(self._rows(uniq)):
             pos = positions[starts[j] : starts[j + 1]]
-            entry = self._build_knn(w, row)
+            entry = prepared[j] if prepared is not None else self._build_knn(w, row)
             bound, est = self._knn_cost(entry) if entry is not None else (math.inf, math.inf)
             cand = None
             if est > _KNN_PREFER_RATIO:
@@ -643,47 +710,13 @@ class TruncatedExponential(Mechanism):
     # word of W, rejected if it is in E) is accepted with probability weight / g, so
     # accepted draws follow the exact distribution.
     def _build_knn(self, w: int, row: np.ndarray) -> Table | None:
-        """The k-NN table of ``w`` from its screening row (stored; None without screening)."""
-        v, k = self.embedding.size, self._k
+        """The k-NN table of ``w`` from its screening row (kept in memory unless history-free;
+        None without screening)."""
         if not self._geo.screening:
             return None
-        sketch = np.full(_KNN_SKETCH, math.inf)
-        if k >= v:
-            ids = np.arange(v, dtype=np.int64)
-            d_env = math.inf
-        else:
-            key = -row if self.metric == "angular" else row  # smaller = closer
-            # a threshold keeping ~4k candidates, from a strided sample; widened until > k pass
-            stride = max(1, v // 4096)
-            sample = np.sort(key[::stride])
-            q = 4.0 * (k + 1) / v
-            while True:
-                thr = sample[min(sample.size - 1, int(q * sample.size))]
-                cand = np.flatnonzero(key <= thr)
-                if cand.size > k or q >= 1.0:
-                    break
-                q *= 4.0
-            if cand.size <= k:
-                cand = np.arange(v)
-            kc = key[cand]
-            part = np.argpartition(kc, k)
-            ids = np.sort(cand[part[:k]]).astype(np.int64)
-            kth = kc[part[k]]  # every word outside E has key >= kth
-            bound_row = np.array([-kth if self.metric == "angular" else kth], dtype=np.float32)
-            d_env = float(self._geo.bound_values(w, bound_row)[0])
-            far = sample[sample >= kth]  # the sampled words outside E (sorted: nearest first)
-            if far.size:
-                at = ((np.arange(_KNN_SKETCH) + 0.5) * (far.size / _KNN_SKETCH)).astype(np.int64)
-                vals = far[at].astype(np.float32)
-                sketch = self._geo.bound_values(w, -vals if self.metric == "angular" else vals).astype(np.float64)
-            else:
-                sketch[:] = d_env
-        dist = self._geo.exact(w, ids)
-        entry: Table = (
-            np.concatenate([ids, np.full(1 + _KNN_SKETCH, -1)]).astype(np.int32),
-            np.concatenate([dist, [d_env], sketch]).astype(np.float64),
-        )
-        self._knn.put(w, entry)
+        entry = knn_entry(self._geo, w, row, self._k, _KNN_SKETCH)
+        if not self.history_free:
+            self._knn.put(w, entry)
         return entry
 
     def _knn_rest(self, k: int) -> int:
@@ -706,7 +739,7 @@ class TruncatedExponential(Mechanism):
         return total / m_e, total / max(min(m_e + far, total), m_e)
 
     def _knn_arrays(
-        self, entries: list[Table]
+        self, entries: list[Table] | Table
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``(E ids, cumulative E weights, E mass, total envelope mass, log envelope, bound, estimate)``.
 
@@ -715,8 +748,12 @@ class TruncatedExponential(Mechanism):
         estimates them. Both are ``inf`` when the envelope is unusable.
         """
         k = self._k
-        ids = np.stack([np.asarray(e[0][:k], dtype=np.int64) for e in entries])
-        tail = np.stack([np.asarray(e[1], dtype=np.float64) for e in entries])
+        if isinstance(entries, tuple):  # already stacked: (V', width) ids and distances
+            ids = np.asarray(entries[0][:, :k], dtype=np.int64)
+            tail = np.asarray(entries[1], dtype=np.float64)
+        else:
+            ids = np.stack([np.asarray(e[0][:k], dtype=np.int64) for e in entries])
+            tail = np.stack([np.asarray(e[1], dtype=np.float64) for e in entries])
         dist, d_env, sketch = tail[:, :k], tail[:, k], tail[:, k + 1 :]
         cum = np.cumsum(np.exp(self._weights_exponent(dist)), axis=1)
         m_e = cum[:, -1]
@@ -734,7 +771,7 @@ class TruncatedExponential(Mechanism):
     def _sample_knn(
         self,
         words: npt.NDArray[np.int64],
-        entries: list[Table],
+        entries: list[Table] | Table,
         token_word: np.ndarray,
         positions: np.ndarray,
         out: np.ndarray,

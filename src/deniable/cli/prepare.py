@@ -1,0 +1,91 @@
+"""``deniable prepare``: build, list or remove the input-independent artefacts mechanisms read."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ._common import (
+    EmbeddingOpt,
+    VocabSizeOpt,
+    VocabularyOpt,
+    app,
+    check_mechanism_name,
+    err,
+    load_embedding_option,
+)
+
+__all__ = ["prepare_cmd"]
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+@app.command("prepare")
+def prepare_cmd(
+    mechanism: Annotated[
+        list[str] | None, typer.Option("--mechanism", "-m", help="Mechanism to prepare for (repeatable; default tem).")
+    ] = None,
+    embedding: EmbeddingOpt = None,
+    vocab_size: VocabSizeOpt = None,
+    vocabulary: VocabularyOpt = "words",
+    metric: Annotated[
+        str | None, typer.Option("--metric", help="tem: euclidean (default), manhattan, chebyshev or angular.")
+    ] = None,
+    list_: Annotated[
+        bool, typer.Option("--list", help="Show the prepared artefacts (all embeddings) with their size.")
+    ] = False,
+    remove: Annotated[
+        bool,
+        typer.Option("--remove", help="Delete the prepared artefacts of this embedding (of --mechanism if given)."),
+    ] = False,
+    rebuild: Annotated[bool, typer.Option("--rebuild", help="Build again even when a verified copy exists.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or report.")] = False,
+) -> None:
+    """Build the artefacts a mechanism reads, once, for the whole vocabulary.
+
+    They depend on the embedding, the metric and the parameters only (never on text), are
+    verified by checksum when read, and are memory-mapped by every later process, so a
+    fresh `deniable privatize` or `deniable serve` is fast from its first batch.
+    """
+    from .._errors import InvalidParameterError
+    from ..prepare import legacy_tem_folders, list_artefacts, planned_artefacts, prepare, remove_artefacts
+
+    if list_ and remove:
+        raise InvalidParameterError("--list", "with --remove", "one of --list or --remove")
+    if list_:
+        infos = list_artefacts()
+        for info in infos:
+            params = ", ".join(f"{k}={v}" for k, v in sorted(info.params.items()))
+            typer.echo(f"{info.kind}\t{info.fingerprint[:12]}\t{_size(info.disk_bytes)}\t{params}\t{info.path}")
+        if not quiet:
+            total = sum(i.disk_bytes for i in infos)
+            err.print(f"{len(infos)} prepared artefact(s), {_size(total)}")
+        legacy = legacy_tem_folders()
+        if legacy:
+            err.print(
+                f"[yellow]warning:[/] {len(legacy)} TEM cache folder(s) of an older version record which words "
+                "were privatized (artefacts/*/tem); delete them with `deniable prepare --remove --embedding ...` "
+                "or by hand"
+            )
+        return
+    names = mechanism or ["tem"]
+    for name in names:
+        check_mechanism_name(name)  # before loading the embedding
+    emb = load_embedding_option(embedding, vocab_size, vocabulary)
+    if remove:
+        plan = planned_artefacts(emb, names, metric=metric or "euclidean") if mechanism else None
+        removed = remove_artefacts(emb, plan)
+        if not quiet:
+            err.print(f"removed {len(removed)} artefact(s), {_size(sum(i.disk_bytes for i in removed))}")
+        return
+    infos = prepare(emb, names, metric=metric or "euclidean", show_progress=False if quiet else None, rebuild=rebuild)
+    if not quiet:
+        for info in infos:
+            err.print(f"{info.kind}: {_size(info.disk_bytes)} in {info.path} (built in {info.build_seconds:.1f} s)")

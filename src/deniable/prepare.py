@@ -1,0 +1,372 @@
+"""Input-independent artefacts: built once, verified, memory-mapped by every process.
+
+An artefact is a folder of ``.npy`` files plus a ``manifest.json``, content-addressed
+by the embedding's fingerprint, a *kind* (``"tem-knn"``, ...) and its parameters::
+
+    $DENIABLE_CACHE/artefacts/<fingerprint>/prepared/<kind>/<sha256(params)[:16]>/
+
+Everything stored here is a function of public data only (the embedding, the metric,
+the parameters), never of text being privatized: this is the only place mechanisms
+write to disk (see docs/tem.md, "What is stored").
+
+- **Manifest**: kind, parameters, fingerprint, each file's size and sha256, build time.
+  :func:`open_artefact` checks sizes and checksums before anything is used (once per
+  process and file version); a truncated or altered file raises :class:`ArtefactError`
+  and :func:`prepare` rebuilds it.
+- **Atomic and locked**: a build writes into a temporary folder that is renamed into
+  place with its manifest, under an ``fcntl`` lock, so two processes preparing the same
+  artefact do the work once and readers never see half of one.
+- **Generic**: a kind is registered with :func:`register_kind` (a builder writing its
+  files into a folder); :func:`prepare` maps mechanism names to the kinds they use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._cache import cache_dir, file_lock
+from ._errors import DataError, InvalidParameterError
+
+if TYPE_CHECKING:
+    from .embedding import Embedding
+
+__all__ = [
+    "ArtefactError",
+    "ArtefactInfo",
+    "artefact_path",
+    "build_artefact",
+    "legacy_tem_folders",
+    "list_artefacts",
+    "open_artefact",
+    "planned_artefacts",
+    "prepare",
+    "register_kind",
+    "remove_artefacts",
+]
+
+MANIFEST = "manifest.json"
+_FORMAT = 1
+
+#: builder(embedding, params, folder, show_progress) writes the artefact's files into folder and
+#: returns the sha256 of those it hashed while writing ({file name: hex}; the others are hashed after)
+Builder = Callable[["Embedding", dict[str, Any], Path, "bool | None"], "dict[str, str] | None"]
+
+_KINDS: dict[str, Builder] = {}
+_verified: dict[tuple[str, int, int, int], bool] = {}  # (file, inode, size, mtime_ns) -> checked
+_verified_lock = threading.Lock()
+
+
+class ArtefactError(DataError):
+    """A prepared artefact is damaged (truncated, altered, or its manifest is unreadable)."""
+
+
+@dataclass(frozen=True)
+class ArtefactInfo:
+    """One prepared artefact: where it is and what its manifest says."""
+
+    kind: str
+    params: dict[str, Any]
+    path: Path
+    fingerprint: str
+    files: dict[str, int]  # file name -> bytes
+    build_seconds: float
+    created: str
+
+    @property
+    def disk_bytes(self) -> int:
+        """Bytes of the artefact's data files."""
+        return sum(self.files.values())
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+
+def register_kind(kind: str, builder: Builder) -> None:
+    """Declare how to build artefacts of ``kind`` (one builder per kind)."""
+    _KINDS[kind] = builder
+
+
+def _params_key(params: dict[str, Any]) -> str:
+    text = json.dumps(params, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _root_of(embedding: Embedding) -> Path:
+    return cache_dir() / "artefacts" / embedding.fingerprint[:20] / "prepared"
+
+
+def artefact_path(embedding: Embedding, kind: str, params: dict[str, Any]) -> Path:
+    """The folder of the artefact ``kind`` with ``params`` for ``embedding`` (not created)."""
+    return _root_of(embedding) / kind / _params_key(params)
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def _read_manifest(path: Path) -> dict[str, Any]:
+    try:
+        manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+        if not isinstance(manifest, dict) or manifest.get("format") != _FORMAT:
+            raise ValueError("format")
+        _info(path, manifest)  # every field present and of the right type
+        if not all(isinstance(m.get("sha256"), str) for m in manifest["files"].values()):
+            raise ValueError("sha256")
+        return manifest
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ArtefactError(f"prepared artefact {path}: unreadable manifest ({type(exc).__name__})") from None
+
+
+def _info(path: Path, manifest: dict[str, Any]) -> ArtefactInfo:
+    return ArtefactInfo(
+        kind=str(manifest["kind"]),
+        params=dict(manifest["params"]),
+        path=path,
+        fingerprint=str(manifest["fingerprint"]),
+        files={name: int(f["bytes"]) for name, f in manifest["files"].items()},
+        build_seconds=float(manifest["build_seconds"]),
+        created=str(manifest["created"]),
+    )
+
+
+def _verify(path: Path, manifest: dict[str, Any]) -> None:
+    """Raise ArtefactError unless every file has the size and checksum of the manifest."""
+    for name, meta in manifest["files"].items():
+        f = path / name
+        try:
+            st = f.stat()
+        except OSError:
+            raise ArtefactError(f"prepared artefact {path}: file {name} is missing") from None
+        if st.st_size != int(meta["bytes"]):
+            raise ArtefactError(
+                f"prepared artefact {path}: file {name} has {st.st_size:,} bytes, the manifest says "
+                f"{int(meta['bytes']):,} (truncated?)"
+            )
+        key = (str(f), st.st_ino, st.st_size, st.st_mtime_ns)
+        with _verified_lock:
+            if _verified.get(key):
+                continue
+        if _sha256(f) != meta["sha256"]:
+            raise ArtefactError(f"prepared artefact {path}: file {name} does not match its checksum (altered?)")
+        with _verified_lock:
+            _verified[key] = True
+
+
+def _damaged_hint(kind: str) -> str:
+    return f"; rebuild it with `deniable prepare` (or deniable.prepare()), or delete it (kind {kind})"
+
+
+def open_artefact(embedding: Embedding, kind: str, params: dict[str, Any]) -> ArtefactInfo | None:
+    """The verified artefact, or None when it was never prepared.
+
+    Raises :class:`ArtefactError` when it exists but is damaged: it is never used then.
+    """
+    path = artefact_path(embedding, kind, params)
+    if not (path / MANIFEST).is_file():
+        return None
+    try:
+        manifest = _read_manifest(path)
+        _verify(path, manifest)
+    except ArtefactError as exc:
+        raise ArtefactError(str(exc) + _damaged_hint(kind)) from None
+    return _info(path, manifest)
+
+
+def build_artefact(
+    embedding: Embedding,
+    kind: str,
+    params: dict[str, Any],
+    *,
+    show_progress: bool | None = None,
+    rebuild: bool = False,
+) -> ArtefactInfo:
+    """Build the artefact unless a verified copy exists; the work is done once across processes.
+
+    Under the artefact's lock: an existing copy is verified and returned; a damaged one
+    (or any with ``rebuild=True``) is removed; then the registered builder writes into a
+    temporary folder, the manifest (sizes, sha256, build time) is written, and the folder
+    is renamed into place.
+    """
+    builder = _KINDS.get(kind)
+    if builder is None:
+        raise InvalidParameterError("kind", kind, "one of " + ", ".join(sorted(_KINDS)))
+    path = artefact_path(embedding, kind, params)
+    with file_lock(path.parent / f"{path.name}.lock"):
+        if (path / MANIFEST).is_file() and not rebuild:
+            try:
+                manifest = _read_manifest(path)
+                _verify(path, manifest)
+                return _info(path, manifest)
+            except ArtefactError:
+                pass  # damaged: rebuilt below
+        if path.exists():
+            shutil.rmtree(path)
+        tmp = path.parent / f".tmp-{path.name}-{uuid.uuid4().hex}"
+        tmp.mkdir(parents=True)
+        try:
+            t0 = time.perf_counter()
+            sums = builder(embedding, params, tmp, show_progress) or {}
+            seconds = time.perf_counter() - t0
+            files = {}
+            for f in sorted(tmp.iterdir()):
+                files[f.name] = {"bytes": f.stat().st_size, "sha256": sums.get(f.name) or _sha256(f)}
+            manifest = {
+                "format": _FORMAT,
+                "kind": kind,
+                "params": params,
+                "fingerprint": embedding.fingerprint,
+                "files": files,
+                "build_seconds": round(seconds, 3),
+                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+            (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True), encoding="utf-8")
+            os.replace(tmp, path)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return _info(path, manifest)
+
+
+def _folders(embedding: Embedding | None) -> list[Path]:
+    """Artefact folders that have a manifest (of ``embedding``, or of every embedding)."""
+    fp = embedding.fingerprint[:20] if embedding is not None else "*"
+    return [m.parent for m in sorted((cache_dir() / "artefacts").glob(f"{fp}/prepared/*/*/{MANIFEST}"))]
+
+
+def list_artefacts(embedding: Embedding | None = None) -> list[ArtefactInfo]:
+    """Prepared artefacts (of ``embedding``, or of every embedding), from their manifests.
+
+    Checksums are not recomputed here (that is done when an artefact is opened); a folder
+    whose manifest is unreadable is left out (:func:`remove_artefacts` deletes it).
+    """
+    out = []
+    for path in _folders(embedding):
+        try:
+            out.append(_info(path, _read_manifest(path)))
+        except ArtefactError:
+            continue
+    return out
+
+
+def legacy_tem_folders(embedding: Embedding | None = None) -> list[Path]:
+    """Folders of the TEM disk cache of versions before 2026-11-23 (``artefacts/<fp>/tem``).
+
+    They hold the tables of the words those versions privatized (so they record which
+    words were privatized): :func:`remove_artefacts` deletes them.
+    """
+    root = cache_dir() / "artefacts"
+    pattern = f"{embedding.fingerprint[:20]}/tem" if embedding is not None else "*/tem"
+    return sorted(p for p in root.glob(pattern) if p.is_dir())
+
+
+def remove_artefacts(
+    embedding: Embedding | None = None, artefacts: Iterable[tuple[str, dict[str, Any]]] | None = None
+) -> list[ArtefactInfo]:
+    """Delete prepared artefacts (of ``embedding``; only ``(kind, params)`` in ``artefacts`` if
+    given, see :func:`planned_artefacts`); returns what was removed.
+
+    Without ``artefacts``, the legacy TEM folders (:func:`legacy_tem_folders`) go too.
+    """
+    wanted = None if artefacts is None else {(k, _params_key(p)) for k, p in artefacts}
+    if wanted is None:
+        for folder in legacy_tem_folders(embedding):
+            shutil.rmtree(folder, ignore_errors=True)
+        listed = {i.path for i in list_artefacts(embedding)}
+        for folder in _folders(embedding):
+            if folder not in listed:  # an unreadable manifest
+                shutil.rmtree(folder, ignore_errors=True)
+    removed = []
+    for info in list_artefacts(embedding):
+        if wanted is None or (info.kind, _params_key(info.params)) in wanted:
+            with file_lock(info.path.parent / f"{info.path.name}.lock"):
+                shutil.rmtree(info.path, ignore_errors=True)
+            removed.append(info)
+    return removed
+
+
+# -- what each mechanism prepares ----------------------------------------------------------
+
+
+def _tem_artefacts(embedding: Embedding, options: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    from .mechanisms import tem
+
+    metric = options.get("metric") or "euclidean"
+    return [(tem.KNN_KIND, tem.knn_artefact_params(embedding, metric))]
+
+
+#: mechanism name -> the artefacts it reads (kind, params); extend for new mechanisms
+_MECHANISM_ARTEFACTS: dict[str, Callable[[Embedding, dict[str, Any]], list[tuple[str, dict[str, Any]]]]] = {
+    "tem": _tem_artefacts,
+}
+
+
+def planned_artefacts(
+    embedding: Embedding, mechanisms: Iterable[str] = ("tem",), *, metric: str = "euclidean"
+) -> list[tuple[str, dict[str, Any]]]:
+    """``(kind, params)`` of every artefact ``mechanisms`` read on ``embedding`` (nothing is built)."""
+    from .mechanisms import mechanism_class
+    from .metrics import check_metric
+
+    names = [mechanisms] if isinstance(mechanisms, str) else list(mechanisms)
+    for name in names:
+        mechanism_class(name)  # an unknown name is an InvalidParameterError naming the registered ones
+    options = {"metric": check_metric(metric)}
+    out: list[tuple[str, dict[str, Any]]] = []
+    for name in names:
+        planner = _MECHANISM_ARTEFACTS.get(name)
+        if planner is not None:
+            out.extend(planner(embedding, options))
+    return out
+
+
+def prepare(
+    embedding: Embedding,
+    mechanisms: Iterable[str] = ("tem",),
+    *,
+    metric: str = "euclidean",
+    show_progress: bool | None = None,
+    rebuild: bool = False,
+) -> list[ArtefactInfo]:
+    """Build every input-independent artefact ``mechanisms`` use on ``embedding`` (once).
+
+    Parameters
+    ----------
+    embedding
+        The vocabulary and vectors (restrict it first with ``Embedding.subset``).
+    mechanisms
+        Mechanism names; ``"tem"`` prepares TEM's k-NN tables for the whole vocabulary
+        (they serve every epsilon and gamma).
+    metric
+        The metric the mechanism will use (TEM: euclidean, manhattan, chebyshev, angular).
+    show_progress
+        Progress bars (default: when stderr is a terminal).
+    rebuild
+        Rebuild even when a verified copy exists.
+
+    Returns the artefacts (built now or found verified). Mechanisms that need nothing
+    prepared are accepted and add nothing.
+    """
+    return [
+        build_artefact(embedding, kind, params, show_progress=show_progress, rebuild=rebuild)
+        for kind, params in planned_artefacts(embedding, mechanisms, metric=metric)
+    ]
+
+
+def _register_builtin() -> None:
+    from .mechanisms import _tem_store
+
+    register_kind(_tem_store.KNN_KIND, _tem_store.build_knn_artefact)
+
+
+_register_builtin()

@@ -1,0 +1,205 @@
+"""deniable.prepare: TEM's prepared k-NN tables, the manifest and its checks, the lock, the CLI."""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from conftest import make_tiny_embedding, make_toy_embedding
+from deniable import Embedding, InvalidParameterError
+from deniable.embedding import Embedding as _Embedding
+from deniable.mechanisms import tem as tem_module
+from deniable.mechanisms._tem_geometry import Geometry
+from deniable.mechanisms._tem_store import knn_entry
+from deniable.mechanisms.tem import TruncatedExponential
+from deniable.prepare import (
+    ArtefactError,
+    build_artefact,
+    list_artefacts,
+    open_artefact,
+    prepare,
+    register_kind,
+    remove_artefacts,
+)
+from test_tem_support import ALPHA, force_path, g_test_pvalue
+
+METRICS = ["euclidean", "manhattan", "chebyshev", "angular"]
+
+
+def _tables(emb: Embedding, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    (info,) = prepare(emb, ["tem"], metric=metric, show_progress=False)
+    return np.load(info.file("ids.npy"), mmap_mode="r"), np.load(info.file("dist.npy"), mmap_mode="r")
+
+
+@pytest.mark.parametrize("metric", METRICS)
+def test_prepared_tables_are_the_lazy_tables(monkeypatch: pytest.MonkeyPatch, metric: str) -> None:
+    # blocked build (faiss for euclidean / angular) = the row-by-row k-NN table of every word
+    k = 8
+    monkeypatch.setattr(tem_module, "_KNN_K", k)
+    v = 400
+    emb = make_tiny_embedding(v, 4, seed=50)
+    ids, dist = _tables(emb, metric)
+    assert ids.shape == dist.shape == (v, k + 1 + 32)
+    geo = Geometry(emb, metric)
+    row = np.empty((1, v), dtype=np.float32)
+    for w in range(v):
+        geo.screen(np.array([w]), row)
+        lazy_ids, lazy_dist = knn_entry(geo, w, row[0], k, 32)
+        assert np.array_equal(ids[w], lazy_ids)
+        assert np.array_equal(dist[w, :k], lazy_dist[:k])  # exact distances, same arithmetic
+        d_all = geo.exact(w, np.arange(v))
+        outside = np.setdiff1d(np.arange(v), ids[w, :k])
+        assert dist[w, k] <= d_all[outside].min()  # d_env: a proven lower bound
+        assert np.isclose(dist[w, k], lazy_dist[k], rtol=1e-5, atol=1e-6)
+        # the sketch (an estimate only): lower bounds of sampled far distances, in order
+        sketch = dist[w, k + 1 :]
+        assert np.all(sketch >= dist[w, k] - 1e-9) and np.all(sketch <= d_all.max() + 1e-9)
+        assert np.all(np.diff(sketch) >= 0)
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "angular", "manhattan"])
+def test_prepared_tables_sample_exactly_without_scanning(monkeypatch: pytest.MonkeyPatch, metric: str) -> None:
+    opts = force_path(monkeypatch, "knn")
+    emb = make_tiny_embedding(200, 3, seed=51)
+    prepare(emb, ["tem"], metric=metric, show_progress=False)
+
+    def no_scan(*args: Any) -> None:
+        raise AssertionError("scanned the vocabulary although the tables are prepared")
+
+    monkeypatch.setattr(Geometry, "screen", no_scan)
+    mech = TruncatedExponential(emb, 3.0, metric=metric, **opts)  # type: ignore[arg-type]
+    rng = np.random.default_rng(9)
+    batch = np.tile(np.array([3, 40, 150]), 20000)
+    y = mech.privatize(batch, rng)
+    for w in (3, 40, 150):
+        assert g_test_pvalue(y[batch == w], mech.distribution(w)[1]) > ALPHA
+    assert len(mech._knn) == 0  # type: ignore[attr-defined]
+
+
+def test_a_truncated_or_altered_artefact_is_never_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    import deniable.prepare as prep
+
+    emb = make_tiny_embedding(120, 3, seed=52)
+    (info,) = prepare(emb, show_progress=False)
+    params = info.params
+    assert open_artefact(emb, "tem-knn", params) is not None
+    good = info.file("dist.npy").read_bytes()
+    # truncated
+    info.file("dist.npy").write_bytes(good[:-8])
+    with pytest.raises(ArtefactError, match="truncated"):
+        open_artefact(emb, "tem-knn", params)
+    with pytest.raises(ArtefactError, match="deniable prepare"):
+        TruncatedExponential(emb, 4.0).privatize(np.array([1, 2]), np.random.default_rng(0))
+    # one byte flipped (same size); a new process checks the file again
+    bad = bytearray(good)
+    bad[-3] ^= 0x01
+    info.file("dist.npy").write_bytes(bytes(bad))
+    prep._verified.clear()
+    with pytest.raises(ArtefactError, match="checksum"):
+        open_artefact(emb, "tem-knn", params)
+    # prepare() rebuilds it
+    (again,) = prepare(emb, show_progress=False)
+    assert again.file("dist.npy").read_bytes() == good
+    assert open_artefact(emb, "tem-knn", params) is not None
+    # a damaged manifest
+    for text in ("{", '{"format": 1, "kind": "tem-knn"}'):
+        (info.path / "manifest.json").write_text(text, encoding="utf-8")
+        with pytest.raises(ArtefactError, match="manifest"):
+            open_artefact(emb, "tem-knn", params)
+    assert list_artefacts(emb) == []
+    remove_artefacts(emb)  # also deletes a folder whose manifest cannot be read
+    assert not info.path.exists()
+
+
+def _slow_builder(embedding: _Embedding, params: dict[str, Any], folder: Path, show: bool | None) -> None:
+    with open(params["log"], "a", encoding="utf-8") as fh:
+        fh.write("built\n")
+    time.sleep(0.5)
+    (folder / "data.bin").write_bytes(b"x" * 1000)
+
+
+def _build_in_child(log: str, cache: str) -> None:
+    import os
+
+    os.environ["DENIABLE_CACHE"] = cache
+    register_kind("test-slow", _slow_builder)  # type: ignore[arg-type]
+    build_artefact(make_tiny_embedding(10, 2), "test-slow", {"log": log})
+
+
+def test_two_processes_build_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
+    log = str(tmp_path / "log.txt")
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_build_in_child, args=(log, str(tmp_path / "cache"))) for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0]
+    assert Path(log).read_text(encoding="utf-8") == "built\n"
+    register_kind("test-slow", _slow_builder)  # type: ignore[arg-type]
+    info = open_artefact(make_tiny_embedding(10, 2), "test-slow", {"log": log})
+    assert info is not None and info.files == {"data.bin": 1000}
+    assert not list(info.path.parent.glob(".tmp-*"))  # no half-built folder left behind
+
+
+def test_list_remove_and_errors(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
+    emb = make_tiny_embedding(60, 3, seed=53)
+    prepare(emb, ["tem", "madlib"], metric="angular", show_progress=False)  # madlib: nothing to prepare
+    prepare(emb, show_progress=False)
+    infos = list_artefacts(emb)
+    assert sorted(i.params["metric"] for i in infos) == ["angular", "euclidean"]
+    assert all(i.disk_bytes > 0 and i.kind == "tem-knn" for i in infos)
+    assert len(remove_artefacts(emb)) == 2 and list_artefacts(emb) == []
+    with pytest.raises(InvalidParameterError, match="mechanism"):
+        prepare(emb, ["nope"])
+    with pytest.raises(InvalidParameterError, match="metric"):
+        prepare(emb, metric="cosine")
+
+
+def test_cli_prepare(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from deniable.cli import run_app
+
+    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
+    emb_dir = tmp_path / "toy"
+    make_toy_embedding().save(emb_dir)
+    assert run_app(["prepare", "--mechanism", "tem", "--embedding", str(emb_dir)]) == 0
+    assert "tem-knn" in capsys.readouterr().err
+    assert run_app(["prepare", "--embedding", str(emb_dir), "--metric", "angular", "--vocab-size", "10", "-q"]) == 0
+    assert run_app(["prepare", "--list"]) == 0
+    out = capsys.readouterr()
+    lines = out.out.splitlines()
+    assert len(lines) == 2 and all(line.startswith("tem-knn\t") for line in lines)
+    assert "KiB" in out.out and "2 prepared" in out.err
+    # the old TEM disk cache recorded privatized words: --list warns, --remove deletes it
+    legacy = tmp_path / "cache" / "artefacts" / make_toy_embedding().fingerprint[:20] / "tem" / "euclidean-0x1p+0"
+    legacy.mkdir(parents=True)
+    (legacy / "shard-0.words.npy").write_bytes(b"x")
+    assert run_app(["prepare", "--list", "-q"]) == 0
+    assert "older version" in capsys.readouterr().err
+    assert run_app(["prepare", "--remove", "--embedding", str(emb_dir), "-q"]) == 0
+    assert not legacy.parent.exists()
+    assert run_app(["prepare", "--list", "-q"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 1  # the 10-word subset is another embedding
+    assert run_app(["prepare", "--mechanism", "nope", "--embedding", str(emb_dir)]) == 2
+    assert run_app(["prepare", "--embedding", str(emb_dir), "--metric", "cosine"]) == 2
+    # a damaged artefact: privatize exits 3 with a clear message, prepare repairs it
+    assert run_app(["prepare", "--embedding", str(emb_dir), "-q"]) == 0
+    (dist,) = [
+        p for p in (tmp_path / "cache").rglob("dist.npy") if "euclidean" in (p.parent / "manifest.json").read_text()
+    ]
+    dist.write_bytes(dist.read_bytes()[:-1])
+    src = tmp_path / "in.txt"
+    src.write_text("the hockey game\n", encoding="utf-8")
+    args = ["privatize", str(src), "-o", str(tmp_path / "o.txt"), "-m", "tem", "-e", "5", "--embedding", str(emb_dir)]
+    capsys.readouterr()
+    assert run_app([*args, "-q"]) == 3
+    assert "deniable prepare" in capsys.readouterr().err
+    assert run_app(["prepare", "--embedding", str(emb_dir), "-q"]) == 0
+    assert run_app([*args, "-q"]) == 0
