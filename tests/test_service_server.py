@@ -36,8 +36,19 @@ def start(emb_dir: Path, *args: str, config: dict[str, Any] | None = None) -> tu
     path = emb_dir.parent / f"service-{port}.json"
     path.write_text(json.dumps(cfg))
     env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    cmd = [sys.executable, "-c", "from deniable.cli import main; main()", "serve", "--config", str(path), "--embedding", str(emb_dir)]
-    proc = subprocess.Popen([*cmd, "--port", str(port), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    cmd = [
+        sys.executable,
+        "-c",
+        "from deniable.cli import main; main()",
+        "serve",
+        "--config",
+        str(path),
+        "--embedding",
+        str(emb_dir),
+    ]
+    proc = subprocess.Popen(
+        [*cmd, "--port", str(port), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -70,7 +81,9 @@ def test_sigterm_stops_within_seconds_even_during_requests(emb_dir: Path) -> Non
         with httpx.Client(timeout=10) as c:
             for _ in range(200):
                 try:
-                    results.append(c.post(url + "/v1/privatize", json={"texts": ["hockey game"] * 50, "epsilon": 10}).status_code)
+                    results.append(
+                        c.post(url + "/v1/privatize", json={"texts": ["hockey game"] * 50, "epsilon": 10}).status_code
+                    )
                 except httpx.HTTPError:
                     return
 
@@ -97,7 +110,9 @@ def test_two_workers_serve(emb_dir: Path) -> None:
     proc, url = start(emb_dir, "--workers", "2")
     try:
         with httpx.Client(timeout=10) as c:
-            codes = {c.post(url + "/v1/privatize", json={"texts": ["hockey"], "epsilon": 1}).status_code for _ in range(10)}
+            codes = {
+                c.post(url + "/v1/privatize", json={"texts": ["hockey"], "epsilon": 1}).status_code for _ in range(10)
+            }
         assert codes == {200}
     finally:
         proc.send_signal(signal.SIGTERM)

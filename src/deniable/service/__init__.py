@@ -58,16 +58,18 @@ def _prepare_mechanism(mech: "Mechanism") -> None:
     vocabulary. Then one warm-up call on a public word builds any remaining lazy state
     (a decode index) now rather than during a user's request.
     """
+    import importlib
+
     import numpy as np
 
     from .._random import secure_generator
 
     try:
-        from ..prepare import prepare  # type: ignore[import-not-found,unused-ignore]
+        store: Any = importlib.import_module("deniable.prepare")
     except ImportError:  # the artefact store is not in this build: tables are built lazily
-        prepare = None
-    if prepare is not None and mech.name == "tem":
-        prepare(mech.embedding, [mech.name], metric=str(mech.metric), show_progress=False)
+        store = None
+    if store is not None and mech.name == "tem":
+        store.prepare(mech.embedding, [mech.name], metric=str(mech.metric), show_progress=False)
     mech.privatize(np.zeros(1, dtype=np.int64), secure_generator())  # output discarded
 
 
@@ -84,8 +86,8 @@ class _State:
     def __init__(self, config: ServiceConfig, embedding: "Embedding | None") -> None:
         self.config = config
         self.embedding = embedding
-        self.mechanisms: dict[_Key, tuple["Mechanism", dict[str, Any]]] = {}
-        self.privatizers: dict[tuple[_Key, str, str], "Privatizer"] = {}
+        self.mechanisms: dict[_Key, tuple[Mechanism, dict[str, Any]]] = {}
+        self.privatizers: dict[tuple[_Key, str, str], Privatizer] = {}
         self.ready = threading.Event()
         self.failed: str | None = None
         self.started = time.monotonic()
@@ -238,7 +240,7 @@ def create_app(
         lifespan=lifespan,
     )
     app.add_middleware(
-        Guard,  # type: ignore[arg-type]
+        Guard,
         max_body_bytes=cfg.max_body_bytes,
         max_concurrency=cfg.max_concurrency,
         retry_after_s=cfg.retry_after_s,
@@ -272,7 +274,9 @@ def create_app(
 
     @app.exception_handler(UnicodeDecodeError)
     async def bad_encoding(request: Request, exc: UnicodeDecodeError) -> JSONResponse:
-        return JSONResponse(status_code=400, content={"detail": [{"loc": ["body"], "msg": "not UTF-8", "type": "encoding"}]})
+        return JSONResponse(
+            status_code=400, content={"detail": [{"loc": ["body"], "msg": "not UTF-8", "type": "encoding"}]}
+        )
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
@@ -359,7 +363,7 @@ def create_app(
     }
 
     async def run_privatize(request: Request, req: Any) -> PrivatizeResponse:
-        key, mech, info = lookup(req)
+        key, _, info = lookup(req)
         priv = state.privatizers[(key, req.oov, req.case)]
         counts = [len(split(t)) // 2 for t in req.texts]
         if sum(counts) > cfg.max_tokens:
@@ -458,9 +462,15 @@ def create_app(
             n_w_low=ex.n_w_low,
             n_w_high=ex.n_w_high,
             s_w=ex.s_w,
-            outputs=[ExplainOutput(word=o.word, probability=o.probability, low=o.low, high=o.high, distance=o.distance) for o in ex.outputs],
+            outputs=[
+                ExplainOutput(word=o.word, probability=o.probability, low=o.low, high=o.high, distance=o.distance)
+                for o in ex.outputs
+            ],
             other_mass=ex.other_mass,
-            guarantees=[ExplainGuarantee(other=g.other, distance=g.distance, bound=g.bound, ratio=_finite(g.ratio)) for g in ex.guarantees],
+            guarantees=[
+                ExplainGuarantee(other=g.other, distance=g.distance, bound=g.bound, ratio=_finite(g.ratio))
+                for g in ex.guarantees
+            ],
         )
 
     return app
@@ -472,7 +482,21 @@ def _finite(v: float) -> float:
 
 #: Location parts that are field names of the request models (anything else, e.g. a dict key a client sent, is hidden).
 _SAFE_LOC = frozenset(
-    {"body", "<unknown field>", "texts", "epsilon", "mechanism", "options", "oov", "case", "word", "against", "header", "query", "path"}
+    {
+        "body",
+        "<unknown field>",
+        "texts",
+        "epsilon",
+        "mechanism",
+        "options",
+        "oov",
+        "case",
+        "word",
+        "against",
+        "header",
+        "query",
+        "path",
+    }
 )
 
 

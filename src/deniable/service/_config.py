@@ -253,7 +253,7 @@ def config_data(
     environ: Mapping[str, str] | None = None,
     **overrides: Any,
 ) -> dict[str, Any]:
-    """The parsed configuration: the file ``path`` (or ``$DENIABLE_SERVICE_CONFIG``: a path or inline JSON) with ``overrides``."""
+    """The parsed configuration: ``path`` (or ``$DENIABLE_SERVICE_CONFIG``: a path or inline JSON), ``overrides``."""
     env = os.environ if environ is None else environ
     source = path if path is not None else env.get(ENV_CONFIG)
     data: Any = {}
@@ -286,7 +286,7 @@ def load_config(
     environ: Mapping[str, str] | None = None,
     **overrides: Any,
 ) -> ServiceConfig:
-    """The configuration from ``path`` (or ``$DENIABLE_SERVICE_CONFIG``), ``overrides`` and API keys from the environment.
+    """The configuration from ``path`` (or ``$DENIABLE_SERVICE_CONFIG``), ``overrides`` and API keys in the environment.
 
     Without a file: the default offer (madlib, faiss exact decode, epsilons 1 to 50).
     ``overrides`` (e.g. ``embedding=...``) replace keys of the file; ``None`` values are ignored.

@@ -61,12 +61,10 @@ def _options_model(offer: MechanismOffer) -> Any:
             ann: Any = Literal[values]
             extra: dict[str, Any] = {}  # a Literal of strings is strict already
         else:
-            ann = Annotated[opt.type, _one_of(key, values)]  # type: ignore[name-defined]
+            ann = Annotated[opt.type, _one_of(key, values)]
             extra = {"json_schema_extra": {"enum": list(values)}, "strict": True}
         fields[key] = (ann, Field(values[0], description=opt.help, **extra))
-    return create_model(
-        _title(offer.name) + "Options", __config__=ConfigDict(extra="forbid", strict=True), **fields
-    )
+    return create_model(_title(offer.name) + "Options", __config__=ConfigDict(extra="forbid", strict=True), **fields)
 
 
 def _epsilon_field(offer: MechanismOffer) -> tuple[Any, Any]:
@@ -109,11 +107,11 @@ def _privatize_model(cfg: ServiceConfig, options: dict[str, Any]) -> Any:
         texts: Annotated[list[str], AfterValidator(_texts_encodable)] = Field(
             ..., max_length=cfg.max_texts, description="Texts to privatize."
         )
-        oov: Literal[cfg.oov] = Field(  # type: ignore[valid-type]
+        oov: Literal[cfg.oov] = Field(  # type: ignore[name-defined]
             cfg.oov[0],
             description="Out-of-vocabulary words: random (protected), drop, or keep (NOT protected).",
         )
-        case: Literal[cfg.case] = Field(  # type: ignore[valid-type]
+        case: Literal[cfg.case] = Field(  # type: ignore[name-defined]
             cfg.case[0],
             description="Case of output words: sentence, lower, or keep (copies the input's case pattern: "
             "NOT protected).",
@@ -125,7 +123,10 @@ def _privatize_model(cfg: ServiceConfig, options: dict[str, Any]) -> Any:
         models[offer.name] = create_model(
             _title(offer.name) + "Request",
             __base__=PrivatizeRequestBase,
-            mechanism=(Literal[offer.name], Field(offer.name, description=f"The mechanism (default {cfg.default_mechanism}).")),  # type: ignore[arg-type]
+            mechanism=(
+                Literal[offer.name],
+                Field(offer.name, description=f"The mechanism (default {cfg.default_mechanism})."),
+            ),  # type: ignore[arg-type]
             epsilon=_epsilon_field(offer),
             options=(opts, Field(default_factory=opts, description=f"Options of {offer.name} a client may choose.")),
         )
