@@ -103,14 +103,15 @@ def test_registered_mechanism_reaches_the_service(toy_registered: str) -> None:
     from fastapi.testclient import TestClient
 
     from conftest import make_toy_embedding
-    from deniable.service import create_app
+    from deniable.service import create_app, load_config
 
-    client = TestClient(create_app(make_toy_embedding()))
+    # the operator offers the registered mechanism; its declared client option becomes offered values
+    offer = {"toyshift": {"epsilons": [1], "client": {"shift": [0, 1, 2, 3]}}}
+    client = TestClient(create_app(make_toy_embedding(), load_config(environ={}, mechanisms=offer)))
     listed = client.get("/mechanisms").json()["mechanisms"]
-    assert [o["name"] for o in listed["toyshift"]["options"]] == ["shift"]
-    assert listed["toyshift"]["options"][0]["maximum"] == 3
+    assert listed["toyshift"]["options"] == {"shift": [0, 1, 2, 3]}
     schema = client.get("/openapi.json").json()["components"]["schemas"]
-    assert schema["ToyshiftOptions"]["properties"]["shift"]["maximum"] == 3
+    assert schema["ToyshiftOptions"]["properties"]["shift"]["enum"] == [0, 1, 2, 3]
     r = client.post(
         "/privatize", json={"texts": ["hockey"], "epsilon": 1, "mechanism": "toyshift", "options": {"shift": 1}}
     )

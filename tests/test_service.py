@@ -5,14 +5,17 @@ import pytest
 pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
 
-from deniable.service import create_app  # noqa: E402
+from deniable.service import create_app, load_config  # noqa: E402
+
+#: The operator's offer these tests run against (the service no longer takes any epsilon or option).
+OFFER = {"madlib": {"epsilons": [0.1, 1, 1e9], "client": {"index": ["exact", "flat"]}}}
 
 
 @pytest.fixture(scope="module")
 def client() -> TestClient:
     from conftest import make_toy_embedding
 
-    return TestClient(create_app(make_toy_embedding()))
+    return TestClient(create_app(make_toy_embedding(), load_config(environ={}, mechanisms=OFFER)))
 
 
 def test_health_and_mechanisms(client: TestClient) -> None:

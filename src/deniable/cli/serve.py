@@ -1,26 +1,41 @@
-"""``deniable serve``: the HTTP service."""
+"""``deniable serve``: the HTTP service (see docs/service.md)."""
 
 from __future__ import annotations
 
+import json
+import math
+import os
 from typing import Annotated
 
 import typer
 
-from ._common import app, err, load_embedding_option
+from ._common import app, err
 
 
 @app.command("serve")
 def serve_cmd(
+    config: Annotated[
+        str | None,
+        typer.Option("--config", help="Service configuration, TOML or JSON (default: $DENIABLE_SERVICE_CONFIG)."),
+    ] = None,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    workers: Annotated[int, typer.Option(min=1, help="Worker processes (they share the memory-mapped data).")] = 1,
     embedding: Annotated[
-        str | None, typer.Option("--embedding", help="Embedding path (default: GloVe 6B 50-d).")
+        str | None, typer.Option("--embedding", help="Embedding path (overrides the config's).")
     ] = None,
     vocab_size: Annotated[int | None, typer.Option("--vocab-size", help="Keep the N most frequent words.")] = None,
+    api_keys_file: Annotated[
+        str | None,
+        typer.Option("--api-keys-file", help="Require an API key: one per line (also $DENIABLE_API_KEYS[_FILE])."),
+    ] = None,
 ) -> None:
-    """Serve POST /privatize (JSON: texts, epsilon, mechanism, options, oov) over HTTP.
+    """Serve /v1/privatize, /v1/explain, /v1/mechanisms and the playground page at / over HTTP.
 
-    Needs the 'serve' extra: pip install 'deniable[serve]'. Request bodies are never logged.
+    Needs the 'serve' extra: pip install 'deniable[serve]'. The configuration says which
+    mechanisms, epsilons and options clients may choose, and the limits. Request bodies
+    and API keys are never logged. /livez answers at once, /readyz once every offered
+    mechanism is prepared.
     """
     try:
         import uvicorn
@@ -28,8 +43,19 @@ def serve_cmd(
         from .._errors import DeniableError
 
         raise DeniableError("deniable serve needs the 'serve' extra: pip install 'deniable[serve]'") from None
-    from ..service import create_app
+    from ..service._config import ENV_CONFIG, config_data, config_from_mapping
 
-    application = create_app(load_embedding_option(embedding, vocab_size))
-    err.print(f"serving on http://{host}:{port} (docs at /docs)")
-    uvicorn.run(application, host=host, port=port, access_log=False, log_level="warning")
+    data = config_data(config, embedding=embedding, vocab_size=vocab_size, api_keys_file=api_keys_file)
+    checked = config_from_mapping(data)  # fail here (exit 2, naming the key), not in every worker
+    os.environ[ENV_CONFIG] = json.dumps(data)  # each worker builds its app from it
+    err.print(f"serving on http://{host}:{port} with {workers} worker(s) (page at /, docs at /docs)")
+    uvicorn.run(
+        "deniable.service:app_factory",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        access_log=False,
+        log_level="warning",
+        timeout_graceful_shutdown=math.ceil(checked.timeout_s) + 2,
+    )

@@ -1,0 +1,510 @@
+"""An HTTP service (FastAPI) a platform team can put in front of users.
+
+Install with ``pip install 'deniable[serve]'`` and run ``deniable serve`` (see
+docs/service.md). The operator's :class:`ServiceConfig` names what is offered -- the
+mechanisms, their epsilons and the values of the options the registry declares
+client-settable -- and the limits; every mechanism instance is built and prepared once,
+before ``/readyz`` turns ready. A client chooses among the offer; anything else is a 422
+that names the field without echoing its value.
+
+Endpoints: ``POST /v1/privatize``, ``POST /v1/explain``, ``GET /v1/mechanisms``,
+``GET /livez``, ``GET /readyz``, the playground page at ``/``; the first version's
+``/privatize``, ``/mechanisms`` and ``/health`` remain as aliases.
+
+Nothing the service logs, persists or times depends on request text beyond the output:
+request bodies and API keys are never logged, errors name a field and never its value,
+each request draws fresh OS randomness, and TEM is served from prepared input-independent
+tables in its history-free mode.
+"""
+
+import logging
+import threading
+import time
+import warnings
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Annotated, Any
+
+from .._errors import DeniableError, InvalidParameterError, NotPrivateWarning
+from ._config import MechanismOffer, ServiceConfig, load_config
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from fastapi import FastAPI
+
+    from ..embedding import Embedding
+    from ..mechanisms.base import Mechanism
+    from ..privatizer import Privatizer
+
+__all__ = ["MechanismOffer", "ServiceConfig", "app_factory", "create_app", "load_config"]
+
+log = logging.getLogger("deniable.service")
+
+#: Work endpoints (a concurrency slot each).
+WORK_PATHS = frozenset({"/v1/privatize", "/v1/explain", "/privatize"})
+
+_Key = tuple[str, float, tuple[tuple[str, Any], ...]]
+
+
+def _key(name: str, epsilon: float, variant: dict[str, Any]) -> _Key:
+    return (name, float(epsilon), tuple(sorted(variant.items())))
+
+
+def _prepare_mechanism(mech: "Mechanism") -> None:
+    """Build the input-independent artefacts ``mech`` reads, before the service is ready.
+
+    The seam to :mod:`deniable.prepare` (content-addressed, verified, memory-mapped
+    artefacts shared by every worker process): TEM's neighbour tables for the whole
+    vocabulary. Then one warm-up call on a public word builds any remaining lazy state
+    (a decode index) now rather than during a user's request.
+    """
+    import importlib
+
+    import numpy as np
+
+    from .._random import secure_generator
+
+    try:
+        store: Any = importlib.import_module("deniable.prepare")
+    except ImportError:  # the artefact store is not in this build: tables are built lazily
+        store = None
+    if store is not None and mech.name == "tem":
+        store.prepare(mech.embedding, [mech.name], metric=str(mech.metric), show_progress=False)
+    mech.privatize(np.zeros(1, dtype=np.int64), secure_generator())  # output discarded
+
+
+def _history_free(name: str) -> dict[str, Any]:
+    """``history_free=True`` where the mechanism declares it (TEM: no per-word state between calls)."""
+    from ..mechanisms import options_of
+
+    return {"history_free": True} if any(o.name == "history_free" for o in options_of(name)) else {}
+
+
+class _State:
+    """The embedding, every offered mechanism instance and its privatizers; readiness."""
+
+    def __init__(self, config: ServiceConfig, embedding: "Embedding | None") -> None:
+        self.config = config
+        self.embedding = embedding
+        self.mechanisms: dict[_Key, tuple[Mechanism, dict[str, Any]]] = {}
+        self.privatizers: dict[tuple[_Key, str, str], Privatizer] = {}
+        self.ready = threading.Event()
+        self.failed: str | None = None
+        self.started = time.monotonic()
+
+    def build(self) -> None:
+        """Load, build and prepare everything the config offers (start-up; logs nothing from requests)."""
+        try:
+            self._build()
+        except Exception as exc:  # noqa: BLE001 - reported by /readyz and the log, never raised into a request
+            self.failed = f"{type(exc).__name__}: {exc}"
+            log.error("deniable service: preparation failed: %s", self.failed)
+            return
+        self.ready.set()
+        log.info("deniable service: ready (%d mechanism instances)", len(self.mechanisms))
+
+    def _build(self) -> None:
+        from ..embedding import load_embedding
+        from ..mechanisms import make_mechanism, options_of
+        from ..privatizer import Privatizer
+
+        cfg = self.config
+        if self.embedding is None:
+            self.embedding = load_embedding(cfg.embedding, vocab_size=cfg.vocab_size)
+        emb = self.embedding
+        for offer in cfg.mechanisms:
+            objects = {o.name for o in options_of(offer.name) if o.objects}
+            for variant in offer.variants():
+                opts = {**offer.options, **variant, **_history_free(offer.name)}
+                shared: dict[str, Any] = {}
+                for eps in offer.epsilons:
+                    with warnings.catch_warnings():  # a huge epsilon's warning: /v1/mechanisms shows the offer
+                        warnings.simplefilter("ignore", NotPrivateWarning)
+                        mech = make_mechanism(offer.name, emb, eps, **{**opts, **shared})
+                    _prepare_mechanism(mech)
+                    if not shared and "index" in objects and hasattr(mech, "search_index"):
+                        shared["index"] = mech.search_index  # one decode index for every epsilon
+                    info = dict(mech.describe())
+                    for k, v in {**offer.options, **variant}.items():
+                        if k in info and isinstance(v, str | int | float | bool):
+                            info[k] = v  # the offered name (not the shared object's type)
+                    key = _key(offer.name, eps, variant)
+                    self.mechanisms[key] = (mech, info)
+                    with warnings.catch_warnings():  # opt-in leaks are stated in every response
+                        warnings.simplefilter("ignore", NotPrivateWarning)
+                        for oov in cfg.oov:
+                            for case in cfg.case:
+                                self.privatizers[(key, oov, case)] = Privatizer(mech, oov=oov, case=case)
+
+
+def _run_build(state: _State) -> None:
+    state.build()
+
+
+def create_app(
+    embedding: "Embedding | None" = None,
+    config: ServiceConfig | None = None,
+    *,
+    background: bool = False,
+) -> "FastAPI":
+    """Build the FastAPI application.
+
+    ``config`` (default: :func:`load_config` from the environment) says what is offered;
+    ``embedding`` (default: the config's) is used as is. With ``background=False`` every
+    mechanism is built and prepared now; with ``background=True`` that happens in a
+    thread started by the application's lifespan, ``/livez`` answers at once and
+    ``/readyz`` (and every work endpoint) says 503 until it is done.
+    """
+    try:
+        import anyio
+        from fastapi import Body, FastAPI, HTTPException, Request
+        from fastapi.exceptions import RequestValidationError
+        from fastapi.responses import HTMLResponse, JSONResponse
+        from pydantic import BaseModel, Field
+    except ImportError as exc:  # pragma: no cover - depends on the extra
+        raise DeniableError("the service needs the 'serve' extra: pip install 'deniable[serve]'") from exc
+
+    from .. import __version__
+    from .._random import secure_generator
+    from ..text import split
+    from ._guard import Guard
+    from ._models import request_models
+
+    cfg = config if config is not None else load_config()
+    state = _State(cfg, embedding)
+    if not background:
+        state.build()
+        if state.failed:
+            raise DeniableError(f"the service could not prepare its mechanisms: {state.failed}")
+
+    privatize_model, explain_model = request_models(cfg)
+    safe_loc = _SAFE_LOC | set(cfg.names) | {k for m in cfg.mechanisms for k in m.client}
+
+    class Guarantee(BaseModel):
+        mechanism: dict[str, Any] = Field(description="The mechanism and its parameters (epsilon, metric, ...).")
+        statement: str = Field(description="The guarantee in words.")
+        not_protected: list[str] = Field(description="What the output releases outside the guarantee.")
+
+    class PrivatizeResponse(BaseModel):
+        texts: list[str]
+        tokens: int = Field(description="Word tokens in the request.")
+        changed: int = Field(description="Vocabulary words replaced by another word.")
+        oov: int = Field(description="Out-of-vocabulary word tokens (handled by the oov policy).")
+        guarantee: Guarantee
+        mechanism: dict[str, Any] = Field(description="Same as guarantee.mechanism (first version's field).")
+        policy: dict[str, Any] = Field(description="The oov and case policies and what is not protected.")
+
+    class ExplainOutput(BaseModel):
+        word: str
+        probability: float
+        low: float
+        high: float
+        distance: float
+
+    class ExplainGuarantee(BaseModel):
+        other: str
+        distance: float
+        bound: float
+        ratio: float
+
+    class ExplainResponse(BaseModel):
+        mechanism: dict[str, Any]
+        exact: bool = Field(description="Exact distribution (TEM) or estimated from draws (with intervals).")
+        n_w: float = Field(description="Expected draws until the word comes back unchanged (N_w).")
+        n_w_low: float
+        n_w_high: float
+        s_w: float
+        outputs: list[ExplainOutput] = Field(description="The most likely outputs.")
+        other_mass: float = Field(description="Probability of every output not listed.")
+        guarantees: list[ExplainGuarantee] = Field(
+            description="Pr[M(w)=y] <= ratio * Pr[M(w')=y] for every output y, against each alternative w'."
+        )
+
+    def statement(info: dict[str, Any]) -> str:
+        return (
+            f"{info.get('epsilon'):g}-metric differential privacy per word in the {info.get('metric')} distance: "
+            "for inputs w, w' and every output y, Pr[M(w)=y] <= exp(epsilon * d(w, w')) * Pr[M(w')=y]; "
+            "words are privatized independently, so the bounds of a text's words add up"
+        )
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> "AsyncIterator[None]":
+        if background and not state.ready.is_set() and state.failed is None:
+            threading.Thread(target=_run_build, args=(state,), name="deniable-prepare", daemon=True).start()
+        yield
+
+    app = FastAPI(
+        title="deniable",
+        version=__version__,
+        description=__doc__,
+        lifespan=lifespan,
+    )
+    app.add_middleware(
+        Guard,
+        max_body_bytes=cfg.max_body_bytes,
+        max_concurrency=cfg.max_concurrency,
+        retry_after_s=cfg.retry_after_s,
+        work_paths=WORK_PATHS,
+        api_key_digests=cfg.api_key_digests,
+    )
+    app.state.deniable = state
+
+    def error(status: int, loc: str, msg: str, kind: str, headers: dict[str, str] | None = None) -> HTTPException:
+        return HTTPException(status, [{"loc": ["body", loc], "msg": msg, "type": kind}], headers=headers)
+
+    def not_ready() -> HTTPException:
+        return HTTPException(503, [{"loc": ["server"], "msg": "not ready", "type": "not_ready"}], {"Retry-After": "5"})
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # pydantic's default body echoes the offending input, which may be user text: drop it,
+        # and reword the errors whose message or location would quote a client's string.
+        detail = []
+        for e in exc.errors():
+            loc, msg, kind = list(e.get("loc", ())), e.get("msg"), e.get("type")
+            if kind == "union_tag_invalid":
+                loc, msg = [*loc, "mechanism"], "one of " + ", ".join(cfg.names)
+            elif kind == "extra_forbidden":
+                loc, msg = [*loc[:-1], "<unknown field>"], "not a field here (see /v1/mechanisms)"
+            elif kind == "json_invalid":
+                loc, msg = ["body"], "not valid JSON"
+            loc = [p if isinstance(p, int) or p in safe_loc or not isinstance(p, str) else "<key>" for p in loc]
+            detail.append({"loc": loc, "msg": msg, "type": kind})
+        return JSONResponse(status_code=422, content={"detail": detail})
+
+    @app.exception_handler(UnicodeDecodeError)
+    async def bad_encoding(request: Request, exc: UnicodeDecodeError) -> JSONResponse:
+        return JSONResponse(
+            status_code=400, content={"detail": [{"loc": ["body"], "msg": "not UTF-8", "type": "encoding"}]}
+        )
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.error("deniable service: internal error (%s)", type(exc).__name__)  # the type only: no text
+        return JSONResponse(status_code=500, content={"detail": [{"loc": ["server"], "msg": "internal error"}]})
+
+    # -- probes and the page --------------------------------------------------------------
+    @app.get("/livez", tags=["probes"])
+    def livez() -> dict[str, Any]:
+        """The process answers (from start, also while preparing)."""
+        return {"status": "alive"}
+
+    @app.get("/readyz", tags=["probes"], responses={503: {"description": "Still preparing, or preparation failed."}})
+    def readyz() -> JSONResponse:
+        """Ready when every offered mechanism is built and prepared."""
+        if state.ready.is_set():
+            return JSONResponse({"status": "ready", "mechanisms": len(state.mechanisms)})
+        status = "failed" if state.failed else "preparing"
+        return JSONResponse({"status": status}, status_code=503, headers={"Retry-After": "5"})
+
+    @app.get("/health", tags=["probes"], deprecated=True)
+    def health() -> JSONResponse:
+        """First version's probe: the embedding, once ready."""
+        emb = state.embedding
+        if not state.ready.is_set() or emb is None:
+            return readyz()
+        return JSONResponse({"status": "ok", "embedding": emb.name, "vocabulary": emb.size, "dim": emb.dim})
+
+    @app.get("/", include_in_schema=False)
+    def page() -> HTMLResponse:
+        from importlib.resources import files
+
+        return HTMLResponse(files(__package__).joinpath("static/playground.html").read_text(encoding="utf-8"))
+
+    # -- the API ---------------------------------------------------------------------------
+    def offers() -> dict[str, Any]:
+        from ..mechanisms import options_of
+
+        out = {}
+        for offer in cfg.mechanisms:
+            help_of = {o.name: o.help for o in options_of(offer.name)}
+            d = offer.describe()
+            d["help"] = {k: help_of.get(k, "") for k in offer.client}
+            out[offer.name] = d
+        return {
+            "mechanisms": out,
+            "default_mechanism": cfg.default_mechanism,
+            "oov": list(cfg.oov),
+            "case": list(cfg.case),
+            "limits": {
+                "max_body_bytes": cfg.max_body_bytes,
+                "max_texts": cfg.max_texts,
+                "max_tokens": cfg.max_tokens,
+                "timeout_s": cfg.timeout_s,
+                "max_concurrency": cfg.max_concurrency,
+            },
+            "api_key_required": bool(cfg.api_key_digests),
+        }
+
+    @app.get("/v1/mechanisms", tags=["v1"])
+    def mechanisms_v1() -> dict[str, Any]:
+        """What this service offers: per mechanism the epsilons and the option values a client may choose."""
+        return offers()
+
+    @app.get("/mechanisms", tags=["v1"], deprecated=True)
+    def mechanisms_alias() -> dict[str, Any]:
+        """Alias of /v1/mechanisms."""
+        return offers()
+
+    def lookup(req: Any) -> tuple[_Key, "Mechanism", dict[str, Any]]:
+        if not state.ready.is_set():
+            raise not_ready()
+        variant = req.options.model_dump()
+        key = _key(req.mechanism, req.epsilon, variant)
+        found = state.mechanisms.get(key)
+        if found is None:  # the request models only admit offered values: should not happen
+            raise error(422, "epsilon", "not offered (see /v1/mechanisms)", "not_offered")
+        return key, found[0], found[1]
+
+    example = {
+        "texts": ["The hockey game was great!"],
+        "epsilon": cfg.mechanisms[0].epsilons[0],
+        "mechanism": cfg.mechanisms[0].name,
+    }
+
+    async def run_privatize(request: Request, req: Any) -> PrivatizeResponse:
+        key, _, info = lookup(req)
+        priv = state.privatizers[(key, req.oov, req.case)]
+        counts = [len(split(t)) // 2 for t in req.texts]
+        if sum(counts) > cfg.max_tokens:
+            raise error(413, "texts", f"more than {cfg.max_tokens:,} word tokens in one request", "too_many_tokens")
+        # chunks of whole texts of about chunk_tokens tokens; the deadline is checked between them
+        chunks: list[list[str]] = [[]]
+        size = 0
+        for text, n in zip(req.texts, counts, strict=True):
+            if chunks[-1] and size + n > cfg.chunk_tokens:
+                chunks.append([])
+                size = 0
+            chunks[-1].append(text)
+            size += n
+        deadline = time.monotonic() + cfg.timeout_s
+        gen = secure_generator()
+        texts: list[str] = []
+        tokens = changed = oov = 0
+        for chunk in chunks:
+            if time.monotonic() > deadline:
+                raise HTTPException(
+                    503,
+                    [{"loc": ["server"], "msg": f"stopped after {cfg.timeout_s:g} s", "type": "timeout"}],
+                    {"Retry-After": str(cfg.retry_after_s)},
+                )
+            if await request.is_disconnected():
+                raise HTTPException(499, "client left")
+            try:
+                out, stats = await anyio.to_thread.run_sync(priv.privatize_batch_with_stats, chunk, gen)
+            except InvalidParameterError as exc:
+                raise error(422, exc.name, "not accepted", "invalid") from None
+            texts += out
+            tokens, changed, oov = tokens + stats.tokens, changed + stats.changed, oov + stats.oov
+        policy = priv.describe()
+        return PrivatizeResponse(
+            texts=texts,
+            tokens=tokens,
+            changed=changed,
+            oov=oov,
+            guarantee=Guarantee(mechanism=info, statement=statement(info), not_protected=policy["not_protected"]),
+            mechanism=info,
+            policy=policy,
+        )
+
+    responses: dict[int | str, dict[str, Any]] = {
+        401: {"description": "No API key (when keys are configured)."},
+        403: {"description": "The API key is not valid."},
+        413: {"description": "Body or token limit exceeded."},
+        422: {"description": "A field is not valid or not offered (its value is never echoed)."},
+        503: {"description": "Not ready, busy (Retry-After) or stopped at the time limit."},
+    }
+    examples = {"default": {"summary": "privatize one text", "value": example}}
+
+    @app.post("/v1/privatize", response_model=PrivatizeResponse, tags=["v1"], responses=responses)
+    async def privatize_v1(
+        request: Request,
+        body: Annotated[privatize_model, Body(openapi_examples=examples)],  # type: ignore[valid-type]
+    ) -> PrivatizeResponse:
+        """Privatize texts: every word is replaced by a random word near it; the response states the guarantee."""
+        return await run_privatize(request, body)
+
+    @app.post("/privatize", response_model=PrivatizeResponse, tags=["v1"], responses=responses, deprecated=True)
+    async def privatize_alias(
+        request: Request,
+        body: Annotated[privatize_model, Body(openapi_examples=examples)],  # type: ignore[valid-type]
+    ) -> PrivatizeResponse:
+        """Alias of /v1/privatize."""
+        return await run_privatize(request, body)
+
+    explain_example = {"word": "game", "epsilon": example["epsilon"], "mechanism": example["mechanism"]}
+
+    @app.post("/v1/explain", response_model=ExplainResponse, tags=["v1"], responses=responses)
+    async def explain_v1(
+        body: Annotated[
+            explain_model,  # type: ignore[valid-type]
+            Body(openapi_examples={"default": {"summary": "explain one word", "value": explain_example}}),
+        ],
+    ) -> ExplainResponse:
+        """What the mechanism does to one word: N_w, likely outputs, the guarantee against alternatives."""
+        from ..calibrate import explain
+
+        req: Any = body
+        _, mech, info = lookup(req)
+        against = list(req.against) or None
+
+        def work() -> Any:
+            return explain(mech, req.word, top=cfg.explain_top, against=against, draws=cfg.explain_draws)
+
+        try:
+            ex = await anyio.to_thread.run_sync(work)
+        except InvalidParameterError:
+            raise error(422, "word", "word and alternatives must be in the vocabulary", "not_in_vocabulary") from None
+        return ExplainResponse(
+            mechanism=info,
+            exact=ex.exact,
+            n_w=ex.n_w,
+            n_w_low=ex.n_w_low,
+            n_w_high=ex.n_w_high,
+            s_w=ex.s_w,
+            outputs=[
+                ExplainOutput(word=o.word, probability=o.probability, low=o.low, high=o.high, distance=o.distance)
+                for o in ex.outputs
+            ],
+            other_mass=ex.other_mass,
+            guarantees=[
+                ExplainGuarantee(other=g.other, distance=g.distance, bound=g.bound, ratio=_finite(g.ratio))
+                for g in ex.guarantees
+            ],
+        )
+
+    return app
+
+
+def _finite(v: float) -> float:
+    return v if v < float("inf") else 1.7976931348623157e308
+
+
+#: Location parts that are field names of the request models (anything else, e.g. a dict key a client sent, is hidden).
+_SAFE_LOC = frozenset(
+    {
+        "body",
+        "<unknown field>",
+        "texts",
+        "epsilon",
+        "mechanism",
+        "options",
+        "oov",
+        "case",
+        "word",
+        "against",
+        "header",
+        "query",
+        "path",
+    }
+)
+
+
+def app_factory() -> "FastAPI":
+    """The application for ``uvicorn --factory deniable.service:app_factory`` (config from the environment).
+
+    Used by ``deniable serve --workers N``: each worker process builds its own app from
+    ``$DENIABLE_SERVICE_CONFIG``; the embedding and prepared artefacts are memory-mapped,
+    so the workers share their pages.
+    """
+    return create_app(config=load_config(), background=True)

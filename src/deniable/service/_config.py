@@ -1,0 +1,301 @@
+"""The operator's service configuration: what the service offers, within which limits.
+
+A client chooses among what the operator offers: the mechanisms, for each the epsilons
+and the values of the options the registry declares client-settable (``client=True``).
+Everything is checked once, at start-up, against the mechanism registry; a client value
+outside the offer is a 422 naming the field.
+
+The file is TOML (``.toml``) or JSON (anything else)::
+
+    embedding = "/srv/glove"          # optional (default: GloVe 6B 50-d)
+    max_tokens = 20000
+    timeout_s = 10
+    oov = ["random", "drop"]
+    case = ["sentence", "lower"]
+
+    [mechanisms.madlib]
+    epsilons = [5, 10, 20]
+    options = { batch_size = 4096 }      # fixed by the operator
+    client = { index = ["flat", "exact"] }  # offered to clients (the first is the default)
+
+Environment: ``DENIABLE_SERVICE_CONFIG`` (a path or inline JSON), ``DENIABLE_API_KEYS``
+(comma-separated keys) and ``DENIABLE_API_KEYS_FILE`` (one key per line).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from .._errors import InvalidParameterError
+
+__all__ = [
+    "ENV_API_KEYS",
+    "ENV_API_KEYS_FILE",
+    "ENV_CONFIG",
+    "MechanismOffer",
+    "ServiceConfig",
+    "config_data",
+    "config_from_mapping",
+    "load_config",
+]
+
+ENV_CONFIG = "DENIABLE_SERVICE_CONFIG"
+ENV_API_KEYS = "DENIABLE_API_KEYS"
+ENV_API_KEYS_FILE = "DENIABLE_API_KEYS_FILE"
+
+#: The default offer: the Laplace mechanism with a faiss exact decode at a few epsilons.
+DEFAULT_EPSILONS = (1.0, 5.0, 10.0, 20.0, 50.0)
+
+
+@dataclass(frozen=True)
+class MechanismOffer:
+    """One mechanism as the operator offers it."""
+
+    name: str
+    epsilons: tuple[float, ...]
+    #: fixed by the operator (validated by the registry as a trusted caller)
+    options: dict[str, Any] = field(default_factory=dict)
+    #: client-settable option -> the values offered (the first is the default)
+    client: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+
+    def variants(self) -> list[dict[str, Any]]:
+        """Every combination of offered client values (each one mechanism instance per epsilon)."""
+        combos: list[dict[str, Any]] = [{}]
+        for key, values in self.client.items():
+            combos = [{**c, key: v} for c in combos for v in values]
+        return combos
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "epsilons": list(self.epsilons),
+            "options": {k: list(v) for k, v in self.client.items()},
+            "defaults": {k: v[0] for k, v in self.client.items()},
+        }
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """What the service offers and its limits (see the module docstring for the file format).
+
+    Attributes
+    ----------
+    mechanisms
+        The offered mechanisms (built once at start-up, one instance per epsilon and
+        combination of offered client values).
+    default_mechanism
+        The mechanism of a request that names none.
+    oov, case
+        The policies offered (the first is the default).
+    embedding, vocab_size
+        The embedding to load (``None``: the default one).
+    max_body_bytes
+        Largest request body, enforced while reading (413 beyond).
+    max_texts, max_tokens
+        Most texts and word tokens in one request (422 / 413 beyond).
+    chunk_tokens
+        Work is done in chunks of about this many tokens; the deadline is checked between chunks.
+    timeout_s
+        A request that has not finished by then is stopped (503).
+    max_concurrency
+        Requests doing work at once per worker process; beyond: 503 with ``Retry-After``.
+    explain_draws, explain_top
+        Draws behind a sampled explanation, and likely outputs listed.
+    api_key_digests
+        SHA-256 digests of the accepted API keys (empty: no key needed).
+    """
+
+    mechanisms: tuple[MechanismOffer, ...]
+    default_mechanism: str = ""
+    oov: tuple[str, ...] = ("random", "drop", "keep")
+    case: tuple[str, ...] = ("sentence", "lower", "keep")
+    embedding: str | None = None
+    vocab_size: int | None = None
+    max_body_bytes: int = 1 << 20
+    max_texts: int = 1000
+    max_tokens: int = 20_000
+    chunk_tokens: int = 2048
+    timeout_s: float = 10.0
+    max_concurrency: int = 4
+    retry_after_s: int = 1
+    explain_draws: int = 2000
+    explain_top: int = 10
+    api_key_digests: tuple[bytes, ...] = field(default=(), repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.mechanisms:
+            raise InvalidParameterError("mechanisms", "(none)", "at least one offered mechanism")
+        names = [m.name for m in self.mechanisms]
+        if len(set(names)) != len(names):
+            raise InvalidParameterError("mechanisms", ", ".join(names), "each mechanism once")
+        if not self.default_mechanism:
+            default = "madlib" if "madlib" in names else names[0]
+            object.__setattr__(self, "default_mechanism", default)
+        elif self.default_mechanism not in names:
+            raise InvalidParameterError("default_mechanism", self.default_mechanism, "an offered mechanism")
+        for name, minimum in (
+            ("max_body_bytes", 64),
+            ("max_texts", 1),
+            ("max_tokens", 1),
+            ("chunk_tokens", 1),
+            ("max_concurrency", 1),
+            ("retry_after_s", 0),
+            ("explain_draws", 1),
+            ("explain_top", 1),
+        ):
+            _check_int(name, getattr(self, name), minimum)
+        if self.vocab_size is not None:
+            _check_int("vocab_size", self.vocab_size, 1)
+        t = self.timeout_s
+        if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or t <= 0:
+            raise InvalidParameterError("timeout_s", t, "a finite number of seconds > 0")
+        from ..privatizer import CASE_POLICIES, OOV_POLICIES
+
+        for name, allowed in (("oov", OOV_POLICIES), ("case", CASE_POLICIES)):
+            values = getattr(self, name)
+            if not values or any(v not in allowed for v in values):
+                raise InvalidParameterError(name, list(values), "a non-empty list of " + ", ".join(allowed))
+
+    def offer(self, name: str) -> MechanismOffer:
+        return next(m for m in self.mechanisms if m.name == name)
+
+    @property
+    def names(self) -> list[str]:
+        return [m.name for m in self.mechanisms]
+
+    def with_api_keys(self, keys: list[str]) -> ServiceConfig:
+        """A copy that also accepts these keys (only their digests are kept)."""
+        digests = self.api_key_digests + tuple(_digest(k) for k in keys)
+        return replace(self, api_key_digests=digests)
+
+
+def _digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode("utf-8")).digest()
+
+
+def _check_int(name: str, value: object, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidParameterError(name, value, f"an integer >= {minimum}")
+
+
+def _offer(name: str, spec: object) -> MechanismOffer:
+    from ..mechanisms import options_of, validate_options
+    from ..mechanisms.registry import check_epsilon_option
+
+    if not isinstance(spec, Mapping):
+        raise InvalidParameterError(f"mechanisms.{name}", type(spec).__name__, "a table")
+    unknown = set(spec) - {"epsilons", "options", "client"}
+    if unknown:
+        raise InvalidParameterError(f"mechanisms.{name}", ", ".join(sorted(unknown)), "epsilons, options, client")
+    epsilons = spec.get("epsilons", DEFAULT_EPSILONS)
+    if not isinstance(epsilons, list | tuple) or not epsilons:
+        raise InvalidParameterError(f"mechanisms.{name}.epsilons", epsilons, "a non-empty list of numbers > 0")
+    eps = tuple(dict.fromkeys(check_epsilon_option(e, name=f"mechanisms.{name}.epsilons") for e in epsilons))
+    fixed = validate_options(name, dict(spec.get("options", {})))
+    declared = {o.name: o for o in options_of(name)}
+    client: dict[str, tuple[Any, ...]] = {}
+    for key, values in dict(spec.get("client", {})).items():
+        opt = declared.get(key)
+        if opt is None or not opt.client:
+            settable = ", ".join(o.name for o in declared.values() if o.client) or "none"
+            raise InvalidParameterError(f"mechanisms.{name}.client.{key}", "", f"a client-settable option ({settable})")
+        if key in fixed:
+            raise InvalidParameterError(f"mechanisms.{name}.client.{key}", "", "not also fixed in options")
+        vals = values if isinstance(values, list | tuple) else [values]
+        if not vals:
+            raise InvalidParameterError(f"mechanisms.{name}.client.{key}", "[]", "at least one value")
+        client[key] = tuple(dict.fromkeys(opt.check(v, prefix=f"mechanisms.{name}.client.") for v in vals))
+    return MechanismOffer(name, eps, fixed, client)
+
+
+def config_from_mapping(data: Mapping[str, Any]) -> ServiceConfig:
+    """A :class:`ServiceConfig` from a parsed file (unknown keys are errors)."""
+    data = dict(data)
+    mechs = data.pop("mechanisms", {"madlib": {"client": {"index": ["flat"]}}})
+    if not isinstance(mechs, Mapping):
+        raise InvalidParameterError("mechanisms", type(mechs).__name__, "a table of mechanism name -> offer")
+    keys_file = data.pop("api_keys_file", None)
+    known = {f.name for f in fields(ServiceConfig)} - {"mechanisms", "api_key_digests"}
+    unknown = set(data) - known
+    if unknown:
+        raise InvalidParameterError("config", ", ".join(sorted(unknown)), "known keys: " + ", ".join(sorted(known)))
+    for key in ("oov", "case"):
+        if key in data and isinstance(data[key], list):
+            data[key] = tuple(data[key])
+    config = ServiceConfig(mechanisms=tuple(_offer(n, s) for n, s in mechs.items()), **data)
+    if keys_file is not None:
+        config = config.with_api_keys(read_api_keys(keys_file))
+    return config
+
+
+def read_api_keys(path: str | os.PathLike[str]) -> list[str]:
+    """Keys from a file, one per line (blank lines and ``#`` comments skipped)."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise InvalidParameterError("api_keys_file", str(path), f"a readable file ({exc.strerror})") from None
+    keys = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    if not keys:
+        raise InvalidParameterError("api_keys_file", str(path), "a file with at least one key")
+    return keys
+
+
+def config_data(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    **overrides: Any,
+) -> dict[str, Any]:
+    """The parsed configuration: ``path`` (or ``$DENIABLE_SERVICE_CONFIG``: a path or inline JSON), ``overrides``."""
+    env = os.environ if environ is None else environ
+    source = path if path is not None else env.get(ENV_CONFIG)
+    data: Any = {}
+    if source:
+        text = str(source)
+        if text.lstrip().startswith("{"):
+            try:
+                data = json.loads(text)
+            except ValueError as exc:
+                raise InvalidParameterError("config", "(inline JSON)", f"valid JSON ({exc})") from None
+        else:
+            p = Path(text)
+            try:
+                raw = p.read_bytes()
+            except OSError as exc:
+                raise InvalidParameterError("config", text, f"a readable file ({exc.strerror})") from None
+            try:
+                data = tomllib.loads(raw.decode("utf-8")) if p.suffix == ".toml" else json.loads(raw)
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise InvalidParameterError("config", text, f"valid TOML or JSON ({exc})") from None
+        if not isinstance(data, dict):
+            raise InvalidParameterError("config", text, "a table at the top level")
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    return data
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    **overrides: Any,
+) -> ServiceConfig:
+    """The configuration from ``path`` (or ``$DENIABLE_SERVICE_CONFIG``), ``overrides`` and API keys in the environment.
+
+    Without a file: the default offer (madlib, faiss exact decode, epsilons 1 to 50).
+    ``overrides`` (e.g. ``embedding=...``) replace keys of the file; ``None`` values are ignored.
+    """
+    env = os.environ if environ is None else environ
+    config = config_from_mapping(config_data(path, environ=env, **overrides))
+    keys: list[str] = []
+    if env.get(ENV_API_KEYS):
+        keys += [k.strip() for k in env[ENV_API_KEYS].split(",") if k.strip()]
+    if env.get(ENV_API_KEYS_FILE):
+        keys += read_api_keys(env[ENV_API_KEYS_FILE])
+    return config.with_api_keys(keys) if keys else config

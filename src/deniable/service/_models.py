@@ -1,0 +1,160 @@
+"""Request models generated from the registry, narrowed to the operator's offer.
+
+Per offered mechanism one model, chosen by ``mechanism``: ``epsilon`` is one of the
+offered epsilons, ``options`` holds only the options the registry declares
+client-settable *and* the operator offers, each one of the offered values. Strict types
+(``true`` is not a number), unknown fields rejected, texts that are not valid Unicode
+(lone surrogates) rejected.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, create_model
+
+from ._config import MechanismOffer, ServiceConfig
+
+MAX_WORD_CHARS = 200
+MAX_AGAINST = 10
+
+
+def _encodable(value: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("not valid Unicode (a lone surrogate)") from None
+    return value
+
+
+def _texts_encodable(values: list[str]) -> list[str]:
+    for i, v in enumerate(values):
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"texts[{i}] is not valid Unicode (a lone surrogate)") from None
+    return values
+
+
+def _one_of(name: str, values: tuple[Any, ...]) -> Any:
+    def check(v: Any) -> Any:
+        if v not in values:
+            raise ValueError(f"{name}: not offered (see /v1/mechanisms)")
+        return v
+
+    return AfterValidator(check)
+
+
+def _title(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
+def _options_model(offer: MechanismOffer) -> Any:
+    """The ``options`` of one offered mechanism: each offered client option, one of its offered values."""
+    from ..mechanisms import options_of
+
+    declared = {o.name: o for o in options_of(offer.name)}
+    fields: dict[str, Any] = {}
+    for key, values in offer.client.items():
+        opt = declared[key]
+        if opt.type is str:
+            ann: Any = Literal[values]
+            extra: dict[str, Any] = {}  # a Literal of strings is strict already
+        else:
+            ann = Annotated[opt.type, _one_of(key, values)]
+            extra = {"json_schema_extra": {"enum": list(values)}, "strict": True}
+        fields[key] = (ann, Field(values[0], description=opt.help, **extra))
+    return create_model(_title(offer.name) + "Options", __config__=ConfigDict(extra="forbid", strict=True), **fields)
+
+
+def _epsilon_field(offer: MechanismOffer) -> tuple[Any, Any]:
+    ann = Annotated[float, _one_of("epsilon", offer.epsilons)]
+    field = Field(
+        ...,
+        gt=0,
+        allow_inf_nan=False,
+        strict=True,
+        description="Privacy parameter: one of the offered epsilons.",
+        json_schema_extra={"enum": list(offer.epsilons)},
+    )
+    return ann, field
+
+
+def _union(models: dict[str, Any], default: str) -> Any:
+    def tag(body: Any) -> str | None:
+        if isinstance(body, dict):
+            found = body.get("mechanism", default)
+            return found if isinstance(found, str) and found in models else "<unknown>"
+        return getattr(body, "mechanism", None)
+
+    if len(models) == 1:
+        return next(iter(models.values()))
+    members = tuple(Annotated[m, Tag(n)] for n, m in models.items())
+    return Annotated[Union[members], Discriminator(tag)]  # noqa: UP007
+
+
+def request_models(cfg: ServiceConfig) -> tuple[Any, Any]:
+    """The ``/v1/privatize`` and ``/v1/explain`` bodies."""
+    options = {offer.name: _options_model(offer) for offer in cfg.mechanisms}
+    return _privatize_model(cfg, options), _explain_model(cfg, options)
+
+
+def _privatize_model(cfg: ServiceConfig, options: dict[str, Any]) -> Any:
+
+    class PrivatizeRequestBase(BaseModel):
+        model_config = ConfigDict(extra="forbid", strict=True)
+
+        texts: Annotated[list[str], AfterValidator(_texts_encodable)] = Field(
+            ..., max_length=cfg.max_texts, description="Texts to privatize."
+        )
+        oov: Literal[cfg.oov] = Field(  # type: ignore[name-defined]
+            cfg.oov[0],
+            description="Out-of-vocabulary words: random (protected), drop, or keep (NOT protected).",
+        )
+        case: Literal[cfg.case] = Field(  # type: ignore[name-defined]
+            cfg.case[0],
+            description="Case of output words: sentence, lower, or keep (copies the input's case pattern: "
+            "NOT protected).",
+        )
+
+    models = {}
+    for offer in cfg.mechanisms:
+        opts = options[offer.name]
+        models[offer.name] = create_model(
+            _title(offer.name) + "Request",
+            __base__=PrivatizeRequestBase,
+            mechanism=(
+                Literal[offer.name],
+                Field(offer.name, description=f"The mechanism (default {cfg.default_mechanism})."),
+            ),  # type: ignore[arg-type]
+            epsilon=_epsilon_field(offer),
+            options=(opts, Field(default_factory=opts, description=f"Options of {offer.name} a client may choose.")),
+        )
+    return _union(models, cfg.default_mechanism)
+
+
+def _explain_model(cfg: ServiceConfig, options: dict[str, Any]) -> Any:
+
+    class ExplainRequestBase(BaseModel):
+        model_config = ConfigDict(extra="forbid", strict=True)
+
+        word: Annotated[str, AfterValidator(_encodable)] = Field(
+            ..., min_length=1, max_length=MAX_WORD_CHARS, description="The word to explain (never logged)."
+        )
+        against: list[Annotated[str, AfterValidator(_encodable), Field(max_length=MAX_WORD_CHARS)]] = Field(
+            default_factory=list,
+            max_length=MAX_AGAINST,
+            description="Alternative words w' for the guarantee (default: the likeliest other outputs).",
+        )
+
+    models = {}
+    for offer in cfg.mechanisms:
+        opts = options[offer.name]
+        models[offer.name] = create_model(
+            _title(offer.name) + "ExplainRequest",
+            __base__=ExplainRequestBase,
+            mechanism=(Literal[offer.name], Field(offer.name)),  # type: ignore[arg-type]
+            epsilon=_epsilon_field(offer),
+            options=(opts, Field(default_factory=opts)),
+        )
+    return _union(models, cfg.default_mechanism)

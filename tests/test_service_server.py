@@ -1,0 +1,166 @@
+"""The service as deployed: a real uvicorn process on 127.0.0.1 (SIGTERM, workers) and the playground in a browser."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+httpx = pytest.importorskip("httpx")
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start(emb_dir: Path, *args: str, config: dict[str, Any] | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    cfg = config or {"mechanisms": {"madlib": {"epsilons": [1, 10]}, "tem": {"epsilons": [10]}}}
+    path = emb_dir.parent / f"service-{port}.json"
+    path.write_text(json.dumps(cfg))
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    cmd = [
+        sys.executable,
+        "-c",
+        "from deniable.cli import main; main()",
+        "serve",
+        "--config",
+        str(path),
+        "--embedding",
+        str(emb_dir),
+    ]
+    proc = subprocess.Popen(
+        [*cmd, "--port", str(port), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/readyz", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None:
+            break
+        time.sleep(0.2)
+    proc.kill()
+    out = proc.communicate(timeout=10)[0].decode(errors="replace")
+    raise AssertionError(f"the server did not become ready:\n{out}")
+
+
+@pytest.fixture(scope="module")
+def server(emb_dir: Path) -> Iterator[str]:
+    proc, url = start(emb_dir)
+    yield url
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=15)
+
+
+def test_sigterm_stops_within_seconds_even_during_requests(emb_dir: Path) -> None:
+    proc, url = start(emb_dir)
+    results: list[int] = []
+
+    def load() -> None:
+        with httpx.Client(timeout=10) as c:
+            for _ in range(200):
+                try:
+                    results.append(
+                        c.post(url + "/v1/privatize", json={"texts": ["hockey game"] * 50, "epsilon": 10}).status_code
+                    )
+                except httpx.HTTPError:
+                    return
+
+    threads = [threading.Thread(target=load, daemon=True) for _ in range(3)]
+    for t in threads:
+        t.start()
+    time.sleep(1.0)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert time.monotonic() - t0 < 10
+    for t in threads:
+        t.join(timeout=15)
+    assert results and set(results) <= {200, 503}
+    out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+    assert "hockey" not in out
+
+
+def test_two_workers_serve(emb_dir: Path) -> None:
+    proc, url = start(emb_dir, "--workers", "2")
+    try:
+        with httpx.Client(timeout=10) as c:
+            codes = {
+                c.post(url + "/v1/privatize", json={"texts": ["hockey"], "epsilon": 1}).status_code for _ in range(10)
+            }
+        assert codes == {200}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=15)
+
+
+def browser() -> Any:
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (dev extra)")
+    chrome = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver_path = shutil.which("chromedriver")
+    if not chrome or not driver_path:
+        pytest.skip("needs Debian's chromium and chromium-driver: apt-get install -y chromium chromium-driver")
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chrome
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1100,900"):
+        opts.add_argument(arg)
+    return webdriver.Chrome(service=Service(executable_path=driver_path), options=opts)  # nothing downloaded
+
+
+def test_playground_page_in_a_browser(server: str) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    driver = browser()
+    try:
+        driver.get(server + "/")
+        wait = WebDriverWait(driver, 20)
+        wait.until(lambda d: Select(d.find_element(By.ID, "mechanism")).options)
+        Select(driver.find_element(By.ID, "mechanism")).select_by_value("tem")
+        text = driver.find_element(By.ID, "text")
+        text.clear()
+        text.send_keys("The hockey game was great, and the rocket launch too.")
+        driver.find_element(By.ID, "run").click()
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#output .w"))
+        words = driver.find_elements(By.CSS_SELECTOR, "#output .w")
+        assert len(words) == 10 and "epsilon" in driver.find_element(By.ID, "guarantee").text
+        words[1].click()
+        wait.until(ec.text_to_be_present_in_element((By.ID, "explain"), "N_w"))
+        assert "likely output" in driver.find_element(By.ID, "explain").text
+        driver.save_screenshot("/tmp/playground.png")
+        eps = driver.find_element(By.ID, "epsilon")
+        eps.clear()
+        eps.send_keys("-3")
+        driver.find_element(By.ID, "run").click()
+        wait.until(ec.text_to_be_present_in_element((By.ID, "error"), "epsilon"))
+        assert driver.find_element(By.ID, "output").text == ""
+    finally:
+        driver.quit()
