@@ -58,18 +58,13 @@ def _prepare_mechanism(mech: "Mechanism") -> None:
     vocabulary. Then one warm-up call on a public word builds any remaining lazy state
     (a decode index) now rather than during a user's request.
     """
-    import importlib
-
     import numpy as np
 
     from .._random import secure_generator
+    from ..prepare import prepare
 
-    try:
-        store: Any = importlib.import_module("deniable.prepare")
-    except ImportError:  # the artefact store is not in this build: tables are built lazily
-        store = None
-    if store is not None and mech.name == "tem":
-        store.prepare(mech.embedding, [mech.name], metric=str(mech.metric), show_progress=False)
+    # artefacts of every mechanism the store knows (TEM: neighbour tables); others have none
+    prepare(mech.embedding, [mech.name], metric=str(mech.metric), show_progress=False)
     mech.privatize(np.zeros(1, dtype=np.int64), secure_generator())  # output discarded
 
 
