@@ -19,7 +19,7 @@ from ._errors import DeniableError, InvalidParameterError, NotPrivateWarning
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-    from .embedding import Embedding
+    from .embedding import Vocabulary
     from .mechanisms.base import Mechanism
     from .mechanisms.registry import Option
 
@@ -103,7 +103,7 @@ def _request_models(names: list[str]) -> tuple[Any, dict[str, Any]]:
     return Annotated[Union[members], Discriminator(tag)], option_models  # noqa: UP007
 
 
-def create_app(embedding: "Embedding | None" = None, *, max_cached_mechanisms: int = 8) -> "FastAPI":
+def create_app(embedding: "Vocabulary | None" = None, *, max_cached_mechanisms: int = 8) -> "FastAPI":
     """Build the FastAPI application (the embedding is loaded once, at start-up)."""
     try:
         from fastapi import Body, FastAPI, HTTPException, Request

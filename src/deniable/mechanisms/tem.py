@@ -250,7 +250,7 @@ class TruncatedExponential(Mechanism):
 
     def __post_init__(self) -> None:
         if not isinstance(self.embedding, Embedding):
-            raise InvalidParameterError("embedding", type(self.embedding).__name__, "a deniable.Embedding")
+            raise Embedding.type_error(self.embedding)
         eps = check_epsilon(self.epsilon)
         object.__setattr__(self, "epsilon", eps)
         metric = check_metric(self.metric)
