@@ -130,7 +130,7 @@ class CodeVocabulary(Vocabulary):
 
 
 def __getattr__(name: str) -> Any:
-    if name == "CodeEmbedding":  # the name before CodeVocabulary (documented in docs/brr.md up to 0.x)
+    if name == "CodeEmbedding":  # its former, documented name (docs/brr.md)
         warnings.warn(
             "deniable.binarize.device.CodeEmbedding is deprecated: it is CodeVocabulary (not an Embedding)",
             DeprecationWarning,
