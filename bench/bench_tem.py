@@ -14,7 +14,7 @@ Usage:
                               [--precompute 50000 --precompute-epsilons 10,20 --big-tokens 1000000]
 
 ``--precompute V`` / ``--knn-all V`` add the prepared set-up: the k-NN tables of ALL V
-most frequent words built once (``deniable.prepare``), then the throughput of a fresh
+most frequent words built once (``deniable.prepare``, module ``deniable.artefacts``), then the throughput of a fresh
 mechanism (and of a history-free one) reading them, on a big batch of IMDb tokens
 (restricted to that vocabulary).
 """

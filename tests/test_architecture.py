@@ -29,6 +29,7 @@ LIBRARY_ROOTS = (
     "calibrate",
     "bow",
     "binarize",
+    "artefacts",
     "prepare",
     "report",
     "_cache",

@@ -9,16 +9,24 @@ import numpy as np
 import pytest
 
 from conftest import make_toy_embedding
-from deniable import BinaryRandomizedResponse, EmbeddingError, InvalidParameterError, MultivariateLaplace, Privatizer
+from deniable import (
+    BinaryRandomizedResponse,
+    Embedding,
+    EmbeddingError,
+    InvalidParameterError,
+    MultivariateLaplace,
+    Privatizer,
+    TruncatedExponential,
+)
 from deniable.binarize.device import (
-    CodeEmbedding,
+    CodeVocabulary,
     artefact_size,
     is_device_artefact,
     load_device_artefact,
     save_device_artefact,
 )
 from deniable.cli import run_app
-from deniable.embedding import load_embedding
+from deniable.embedding import Vocabulary, load_embedding
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +42,7 @@ def test_export_and_load_round_trip(toy_brr: BinaryRandomizedResponse, tmp_path:
     )
     assert is_device_artefact(tmp_path / "dev") and not is_device_artefact(tmp_path)
     emb = load_device_artefact(tmp_path / "dev")
-    assert isinstance(emb, CodeEmbedding) and isinstance(emb.codes, np.memmap)
+    assert isinstance(emb, CodeVocabulary) and isinstance(emb.codes, np.memmap)
     assert np.array_equal(emb.codes, toy_brr.codes) and emb.vocabulary == toy_brr.embedding.vocabulary
     assert emb.bits == 128 and emb.dim == 128 and emb.params["binarizer"] == "simhash"
     meta = json.loads((tmp_path / "dev" / "brr.json").read_text())
@@ -54,13 +62,14 @@ def test_export_and_load_round_trip(toy_brr: BinaryRandomizedResponse, tmp_path:
 def test_code_embedding_has_no_vectors(toy_brr: BinaryRandomizedResponse, tmp_path: Path) -> None:
     toy_brr.export_device(tmp_path / "dev")
     emb = load_embedding(tmp_path / "dev")  # recognised by brr.json
-    assert isinstance(emb, CodeEmbedding)
-    with pytest.raises(EmbeddingError, match="binary codes only"):
-        _ = emb.vectors
+    assert isinstance(emb, CodeVocabulary) and isinstance(emb, Vocabulary) and not isinstance(emb, Embedding)
+    assert not hasattr(emb, "vectors")  # a sibling of Embedding: no stand-in float matrix at all
     with pytest.raises(EmbeddingError, match="binary codes only"):
         MultivariateLaplace(emb, 1.0)
+    with pytest.raises(EmbeddingError, match="binary codes only"):
+        TruncatedExponential(emb, 1.0)
     sub = load_embedding(tmp_path / "dev", vocab_size=5)
-    assert isinstance(sub, CodeEmbedding) and sub.size == 5 and np.array_equal(sub.codes, toy_brr.codes[:5])
+    assert isinstance(sub, CodeVocabulary) and sub.size == 5 and np.array_equal(sub.codes, toy_brr.codes[:5])
     text = "The hockey game was great!"
     assert Privatizer(BinaryRandomizedResponse(emb, 1e4)).privatize(text, np.random.default_rng(0)) == text
 
@@ -94,7 +103,7 @@ def test_broken_artefacts_are_rejected(tmp_path: Path) -> None:
     with pytest.raises(EmbeddingError, match="3 words"):
         load_device_artefact(tmp_path / "rows")
     with pytest.raises(EmbeddingError, match="multiple of 32"):
-        CodeEmbedding(words, np.zeros((2, 3), dtype=np.uint8))
+        CodeVocabulary(words, np.zeros((2, 3), dtype=np.uint8))
 
 
 def test_cli_export_device_then_privatize_from_the_artefact_alone(
@@ -147,3 +156,47 @@ def test_cli_export_device_bad_options(tmp_path: Path, capsys: pytest.CaptureFix
     assert "--bits" in capsys.readouterr().err
     assert run_app(["export-device", "--binarizer", "pca", "-o", str(tmp_path / "x")]) == 2
     assert "--binarizer" in capsys.readouterr().err
+
+
+def test_code_vocabulary_lookups_subsets_and_save_keep_codes_and_params(tmp_path: Path) -> None:
+    codes = np.arange(16, dtype=np.uint8).reshape(4, 4)
+    vocab = CodeVocabulary(["the", "Puck", "x-ray", "goal"], codes, name="dev", params={"binarizer": "itq"})
+    assert (vocab.size, vocab.bits, vocab.dim) == (4, 32, 32) and not vocab.is_lowercase
+    assert not vocab.codes.flags.writeable and codes.flags.writeable  # a read-only view, not the caller's
+    assert vocab.index_of == {"the": 0, "Puck": 1, "x-ray": 2, "goal": 3}
+    sub = vocab.subset(2)
+    assert isinstance(sub, CodeVocabulary) and sub.vocabulary == ["the", "Puck"] and sub.params == vocab.params
+    assert sub.params is not vocab.params and vocab.subset(10) is vocab
+    words_only = vocab.restrict_to_words()
+    assert words_only.vocabulary == ["the", "Puck", "goal"]
+    np.testing.assert_array_equal(words_only.codes, codes[[0, 1, 3]])
+    assert len({vocab.fingerprint, sub.fingerprint, words_only.fingerprint}) == 3
+    vocab.save(tmp_path / "dev")
+    back = CodeVocabulary.load(tmp_path / "dev")
+    assert back.fingerprint == vocab.fingerprint and back.params["binarizer"] == "itq"
+    with pytest.raises(EmbeddingError, match="duplicate word at rows 1 and 2"):
+        CodeVocabulary(["a", "a"], np.zeros((2, 4), dtype=np.uint8))
+    with pytest.raises(EmbeddingError, match="3 words but 2 code rows"):
+        CodeVocabulary(["a", "b", "c"], np.zeros((2, 4), dtype=np.uint8))
+
+
+def test_code_embedding_is_a_deprecated_name_of_the_same_class() -> None:
+    import deniable.binarize.device as device
+
+    with pytest.warns(DeprecationWarning, match="CodeVocabulary"):
+        alias = device.CodeEmbedding  # type: ignore[attr-defined]
+    assert alias is CodeVocabulary
+    with pytest.raises(AttributeError):
+        _ = device.NoSuchName  # type: ignore[attr-defined]
+
+
+def test_float_only_paths_refuse_a_code_vocabulary(toy_brr: BinaryRandomizedResponse, tmp_path: Path) -> None:
+    from deniable.calibrate.geometry import neighbour_distances
+
+    toy_brr.export_device(tmp_path / "dev")
+    dev = load_embedding(tmp_path / "dev")
+    with pytest.raises(EmbeddingError, match="binary codes only"):
+        neighbour_distances(dev, None, ks=(1,), metric="euclidean")
+    assert neighbour_distances(dev, None, ks=(1,), metric="hamming").metric == "hamming"
+    # BRR over the artefact: the codes are the artefact's, nothing is trained
+    assert np.array_equal(BinaryRandomizedResponse(dev, 1.0).codes, toy_brr.codes)

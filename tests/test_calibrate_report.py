@@ -97,14 +97,14 @@ def _brute_force_knn(codes: np.ndarray, ids: np.ndarray, ks: tuple[int, ...]) ->
 
 
 def test_hamming_neighbour_distances_from_codes_alone() -> None:
-    from deniable.binarize.device import CodeEmbedding
+    from deniable.binarize.device import CodeVocabulary
     from deniable.mechanisms.brr import SharedCodesWarning
 
     rng = np.random.default_rng(0)
     codes = rng.integers(0, 256, (60, 4), dtype=np.uint8)
     codes[7] = codes[3]  # a shared code: distance 0 to the k = 1 neighbour
     words = [f"w{i}" for i in range(60)]
-    dev = CodeEmbedding(words, codes)
+    dev = CodeVocabulary(words, codes)
     geo = neighbour_distances(dev, None, ks=(1, 2, 5, 10), metric="hamming")  # the artefact's own codes
     assert geo.metric == "hamming" and geo.index == "flat" and not geo.sampled
     assert np.array_equal(geo.distances, _brute_force_knn(codes, np.arange(60), (1, 2, 5, 10)))

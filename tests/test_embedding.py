@@ -186,10 +186,53 @@ def test_restrict_to_words_keeps_single_tokens_and_changes_the_fingerprint(tmp_p
 
 
 def test_restricted_device_artefact_keeps_its_codes(tmp_path: Path) -> None:
-    from deniable.binarize.device import CodeEmbedding
+    from deniable.binarize.device import CodeVocabulary
 
     codes = np.arange(12, dtype=np.uint8).reshape(3, 4)
-    emb = CodeEmbedding(["a", ",", "b"], codes)
+    emb = CodeVocabulary(["a", ",", "b"], codes)
     sub = emb.restrict_to_words()
-    assert isinstance(sub, CodeEmbedding) and sub.vocabulary == ["a", "b"]
+    assert isinstance(sub, CodeVocabulary) and sub.vocabulary == ["a", "b"]
     np.testing.assert_array_equal(sub.codes, codes[[0, 2]])
+
+
+def test_embedding_fingerprint_is_the_cache_key_it_was(tiny_embedding: Embedding) -> None:
+    """The Vocabulary base hashes a float embedding exactly as before: on-disk caches stay valid."""
+    import hashlib
+
+    e = tiny_embedding
+    h = hashlib.sha256()
+    h.update(str(e.vectors.shape).encode())
+    h.update("\n".join(e.vocabulary).encode("utf-8"))
+    h.update(np.ascontiguousarray(e.vectors, dtype=np.float32).tobytes())
+    assert e.fingerprint == h.hexdigest()
+    assert e.cache_path("x").parent.name == e.fingerprint[:20]
+
+
+def test_vocabulary_is_the_shared_base_of_embeddings_and_code_vocabularies() -> None:
+    from deniable.binarize.device import CodeVocabulary
+    from deniable.embedding import Vocabulary
+
+    with pytest.raises(TypeError):
+        Vocabulary()  # type: ignore[abstract]
+    words = ["a", "b"]
+    codes = np.arange(8, dtype=np.uint8).reshape(2, 4)
+    floats = Embedding(words, codes.view(np.float32))  # the very same bytes as float32
+    packed = CodeVocabulary(words, codes)
+    assert isinstance(floats, Vocabulary) and isinstance(packed, Vocabulary)
+    assert not isinstance(packed, Embedding) and not isinstance(floats, CodeVocabulary)
+    assert floats.fingerprint != packed.fingerprint  # the kind is part of the key
+    for vocab in (floats, packed):
+        assert vocab.ids(["b", "zz"]).tolist() == [1, -1] and vocab.words([1, 0]) == ["b", "a"]
+        assert vocab.tokenizer.lookup(["B", "a"]).tolist() == [1, 0]
+        with pytest.raises(InvalidParameterError, match="word ids"):
+            vocab.check_ids([2])
+
+
+def test_type_error_says_what_a_float_embedding_is_missing() -> None:
+    from deniable.binarize.device import CodeVocabulary
+
+    err = Embedding.type_error(CodeVocabulary(["a"], np.zeros((1, 4), dtype=np.uint8), name="dev"))
+    assert isinstance(err, EmbeddingError) and "dev is a BRR device artefact" in str(err)
+    assert "binary codes only" in str(err)
+    other = Embedding.type_error([1, 2], "emb")
+    assert isinstance(other, InvalidParameterError) and other.name == "emb"

@@ -1,4 +1,4 @@
-"""deniable.prepare: TEM's prepared k-NN tables, the manifest and its checks, the lock, the CLI."""
+"""deniable.artefacts (deniable.prepare): TEM's prepared k-NN tables, the manifest and its checks, the lock, the CLI."""
 
 from __future__ import annotations
 
@@ -12,12 +12,7 @@ import pytest
 
 from conftest import make_tiny_embedding, make_toy_embedding
 from deniable import Embedding, InvalidParameterError
-from deniable.embedding import Embedding as _Embedding
-from deniable.mechanisms import tem as tem_module
-from deniable.mechanisms._tem_geometry import Geometry
-from deniable.mechanisms._tem_store import knn_entry
-from deniable.mechanisms.tem import TruncatedExponential
-from deniable.prepare import (
+from deniable.artefacts import (
     ArtefactError,
     build_artefact,
     list_artefacts,
@@ -26,6 +21,11 @@ from deniable.prepare import (
     register_kind,
     remove_artefacts,
 )
+from deniable.embedding import Embedding as _Embedding
+from deniable.mechanisms import tem as tem_module
+from deniable.mechanisms._tem_geometry import Geometry
+from deniable.mechanisms._tem_store import knn_entry
+from deniable.mechanisms.tem import TruncatedExponential
 from test_tem_support import ALPHA, force_path, g_test_pvalue
 
 METRICS = ["euclidean", "manhattan", "chebyshev", "angular"]
@@ -82,7 +82,7 @@ def test_prepared_tables_sample_exactly_without_scanning(monkeypatch: pytest.Mon
 
 
 def test_a_truncated_or_altered_artefact_is_never_used(monkeypatch: pytest.MonkeyPatch) -> None:
-    import deniable.prepare as prep
+    import deniable.artefacts as prep
 
     emb = make_tiny_embedding(120, 3, seed=52)
     (info,) = prepare(emb, show_progress=False)

@@ -25,8 +25,8 @@ from ._errors import (
     ResourceLimitError,
 )
 from ._random import check_random_state, secure_generator, seeded_generator
+from .artefacts import prepare
 from .embedding import Embedding, load_embedding
-from .prepare import prepare  # eager: the function, not the submodule, is deniable.prepare
 
 __version__ = "0.1.0"
 

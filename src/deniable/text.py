@@ -30,7 +30,7 @@ from ._errors import InvalidParameterError
 from ._validation import check_choice
 
 if TYPE_CHECKING:
-    from .embedding import Embedding
+    from .embedding import Vocabulary
 
 __all__ = [
     "CASE_POLICIES",
@@ -137,7 +137,7 @@ class Tokenizer:
     tokens that :meth:`render` is told to replace or drop change.
     """
 
-    def __init__(self, embedding: Embedding) -> None:
+    def __init__(self, embedding: Vocabulary) -> None:
         self.embedding = embedding
         #: True when lookups (and output words) are lower case.
         self.fold_case: bool = embedding.is_lowercase

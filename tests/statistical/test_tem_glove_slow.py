@@ -76,9 +76,9 @@ def test_theorem3_on_glove(emb: Embedding) -> None:
 @pytest.mark.parametrize("metric", ["euclidean", "angular"])
 def test_prepared_tables_on_glove(glove: Embedding, metric: str) -> None:
     # the blocked (faiss) build on real vectors: E and d_env are right, sampling is exact
+    from deniable.artefacts import prepare, remove_artefacts
     from deniable.mechanisms._tem_geometry import Geometry
     from deniable.mechanisms._tem_store import knn_entry
-    from deniable.prepare import prepare, remove_artefacts
 
     emb = glove.subset(20000)
     (info,) = prepare(emb, metric=metric, show_progress=False)

@@ -9,7 +9,8 @@
 :func:`binarize` returns the packed codes of every word, a read-only ``(V, bits // 8)``
 uint8 matrix. Trained codes are cached on disk next to the embedding, keyed by method,
 bits, seed and hyper-parameters, and memory-mapped on the next call. The
-:mod:`deniable.binarize.device` module holds the on-device artefact (codes + words only).
+:mod:`deniable.binarize.device` module holds the on-device artefact (codes + words only) and
+:class:`~deniable.binarize.device.CodeVocabulary`, the vocabulary it loads as.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from .._cache import atomic_path
 from .._errors import EmbeddingError, InvalidParameterError
 from .._validation import check_choice, check_int
 from ._methods import autoencoder_codes, itq_codes, simhash_codes, train_autoencoder
+from .device import CodeVocabulary
 
 if TYPE_CHECKING:
     from ..embedding import Embedding
@@ -34,6 +36,7 @@ __all__ = [
     "ALIASES",
     "BINARIZERS",
     "BITS",
+    "CodeVocabulary",
     "autoencoder_codes",
     "binarize",
     "check_binarizer",

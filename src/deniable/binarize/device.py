@@ -6,33 +6,36 @@ Folder layout (everything BRR needs to privatize, nothing else)::
     words.txt    one word per line, in id order
     brr.json     {"format": "deniable-brr-device", "version": 1, "bits": ..., "binarizer": ..., ...}
 
-:class:`CodeEmbedding` is an :class:`~deniable.embedding.Embedding` whose only payload is
-the codes: the vocabulary, ``ids``/``words``, ``index_of``, ``fingerprint`` and
-``cache_path`` work as usual (so the Privatizer and the CLI use it unchanged), but it has
-no float vectors: reading ``.vectors`` raises :class:`~deniable.EmbeddingError`, so a
-mechanism that needs them (madlib, tem) fails with a clear message instead of computing
-on garbage. ``deniable.load_embedding(folder)`` recognises the folder by ``brr.json``.
+:class:`CodeVocabulary` is what a loaded artefact is: a
+:class:`~deniable.embedding.Vocabulary` (words, ids, ``index_of``, ``fingerprint``,
+``tokenizer``, ``subset``, ``restrict_to_words``: the Privatizer and the CLI use it like an
+embedding) whose only payload is the codes. It is a sibling of
+:class:`~deniable.embedding.Embedding`, not a kind of it: it has no float vectors, so a
+float mechanism (madlib, tem) given one raises an :class:`~deniable.EmbeddingError` saying
+the artefact holds binary codes only. ``deniable.load_embedding(folder)`` recognises the
+folder by ``brr.json``.
 """
 
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from .._cache import atomic_path
 from .._errors import EmbeddingError
-from ..embedding import WORDS_FILE, Embedding
+from ..embedding import WORDS_FILE, Vocabulary, unique_index
 
 __all__ = [
     "CODES_FILE",
     "DEVICE_FORMAT",
     "PARAMS_FILE",
-    "CodeEmbedding",
+    "CodeVocabulary",
     "artefact_size",
     "is_device_artefact",
     "load_device_artefact",
@@ -45,15 +48,17 @@ DEVICE_FORMAT = "deniable-brr-device"
 _VERSION = 1
 
 
-class CodeEmbedding(Embedding):
-    """A vocabulary with packed binary codes instead of float vectors (a BRR device artefact).
+class CodeVocabulary(Vocabulary):
+    """A vocabulary whose per-word payload is a packed binary code (a BRR device artefact).
 
     Parameters
     ----------
     words
-        The vocabulary, in id order.
+        The vocabulary, in id order (unique).
     codes
         ``(V, bits // 8)`` uint8 packed codes; ``bits`` must be a multiple of 32.
+    name
+        Shown in messages (a loaded artefact: its folder).
     params
         Metadata (bits, binarizer, seed, source embedding...), kept in :attr:`params`.
     """
@@ -67,67 +72,72 @@ class CodeEmbedding(Embedding):
         params: dict[str, Any] | None = None,
     ) -> None:
         arr = codes if isinstance(codes, np.ndarray) else np.asarray(codes)
-        if arr.dtype != np.uint8 or arr.ndim != 2 or arr.shape[1] == 0 or arr.shape[1] % 4:
+        if arr.dtype != np.uint8 or arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0 or arr.shape[1] % 4:
             raise EmbeddingError(
-                f"{name}: codes must be a (V, bits // 8) uint8 matrix with bits a multiple of 32, "
+                f"{name}: codes must be a non-empty (V, bits // 8) uint8 matrix with bits a multiple of 32, "
                 f"got dtype {arr.dtype} and shape {arr.shape}"
             )
+        if len(words) != arr.shape[0]:
+            raise EmbeddingError(f"{name}: {len(words)} words but {arr.shape[0]} code rows; they must match")
         if not arr.flags.c_contiguous:
             arr = np.ascontiguousarray(arr)
-        if arr.flags.writeable:
-            arr = arr.view()
-            arr.flags.writeable = False
-        self._codes = arr
+        word_list = list(words)
         self.params: dict[str, Any] = dict(params or {})
-        # The float32 *view* of the code bytes (no copy) stands in for the matrix, so the
-        # fingerprint and cache keys cover the codes; it is never exposed as vectors.
-        super().__init__(words, arr.view(np.float32), name=name, check_finite=False)
+        self._set_parts(word_list, arr, name, unique_index(word_list, name))
 
-    @property
-    def codes(self) -> npt.NDArray[np.uint8]:
-        """The packed codes, ``(V, bits // 8)`` uint8 (read-only or memory-mapped)."""
-        return self._codes
+    def _derive(self, words: list[str], payload: np.ndarray, name: str) -> CodeVocabulary:
+        out = CodeVocabulary.__new__(CodeVocabulary)
+        out.params = dict(self.params)
+        out._set_parts(words, payload, name, None)
+        return out
 
-    @property
-    def bits(self) -> int:
-        """The code length m."""
-        return int(self._codes.shape[1] * 8)
+    def _fingerprint_header(self) -> str:
+        return f"packed-codes{self._payload.shape}"  # never equal to a float Embedding's header
 
-    @property
-    def vectors(self) -> NoReturn:
-        raise EmbeddingError(
+    def float_vectors_error(self) -> EmbeddingError:
+        return EmbeddingError(
             f"{self.name} is a BRR device artefact: it holds binary codes only, no float vectors; "
             "only the brr mechanism can use it"
         )
 
     @property
+    def codes(self) -> npt.NDArray[np.uint8]:
+        """The packed codes, ``(V, bits // 8)`` uint8 (read-only or memory-mapped)."""
+        return self._payload
+
+    @property
+    def bits(self) -> int:
+        """The code length m."""
+        return int(self._payload.shape[1] * 8)
+
+    @property
     def dim(self) -> int:
-        """The code length in bits (there are no float dimensions)."""
+        """The dimension of the code space {0, 1}^m: the code length in bits (same as :attr:`bits`)."""
         return self.bits
 
     def __repr__(self) -> str:
-        return f"CodeEmbedding(name={self.name!r}, size={self.size}, bits={self.bits})"
-
-    def subset(self, vocab_size: int) -> CodeEmbedding:
-        from .._validation import check_int
-
-        n = check_int("vocab_size", vocab_size, minimum=1)
-        if n >= self.size:
-            return self
-        return CodeEmbedding(self._words[:n], self._codes[:n], name=f"{self.name}[:{n}]", params=self.params)
-
-    def _take(self, rows: npt.NDArray[np.int64], name: str) -> CodeEmbedding:
-        w = self._words
-        return CodeEmbedding([w[i] for i in rows.tolist()], self._codes[rows], name=name, params=self.params)
+        return f"CodeVocabulary(name={self.name!r}, size={self.size}, bits={self.bits})"
 
     def save(self, folder: str | Path) -> Path:
         """Write the device artefact (same as :func:`save_device_artefact`)."""
-        save_device_artefact(folder, self._words, self._codes, self.params)
+        save_device_artefact(folder, self._words, self._payload, self.params)
         return Path(folder)
 
     @classmethod
-    def load(cls, folder: str | Path, *, mmap: bool = True) -> CodeEmbedding:
+    def load(cls, folder: str | Path, *, mmap: bool = True) -> CodeVocabulary:
+        """Read a device artefact (same as :func:`load_device_artefact`)."""
         return load_device_artefact(folder, mmap=mmap)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "CodeEmbedding":  # its former, documented name (docs/brr.md)
+        warnings.warn(
+            "deniable.binarize.device.CodeEmbedding is deprecated: it is CodeVocabulary (not an Embedding)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return CodeVocabulary
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def is_device_artefact(path: str | Path) -> bool:
@@ -181,7 +191,7 @@ def artefact_size(folder: str | Path) -> dict[str, int]:
     return sizes
 
 
-def load_device_artefact(folder: str | Path, *, mmap: bool = True) -> CodeEmbedding:
+def load_device_artefact(folder: str | Path, *, mmap: bool = True) -> CodeVocabulary:
     """Read a device artefact; the codes are memory-mapped by default."""
     p = Path(folder)
     for name in (CODES_FILE, WORDS_FILE, PARAMS_FILE):
@@ -205,10 +215,4 @@ def load_device_artefact(folder: str | Path, *, mmap: bool = True) -> CodeEmbedd
         raise EmbeddingError(f"{p}: {len(words)} words but codes of shape {codes.shape} and dtype {codes.dtype}")
     if int(meta.get("bits", -1)) != codes.shape[1] * 8:
         raise EmbeddingError(f"{p}: {PARAMS_FILE} says {meta.get('bits')} bits, codes have {codes.shape[1] * 8}")
-    seen: dict[str, int] = {}
-    for i, w in enumerate(words):
-        if seen.setdefault(w, i) != i:
-            raise EmbeddingError(f"{p}: duplicate word at rows {seen[w] + 1} and {i + 1}")
-    emb = CodeEmbedding(words, codes, name=str(p), params=meta)
-    emb.__dict__["index_of"] = seen
-    return emb
+    return CodeVocabulary(words, codes, name=str(p), params=meta)

@@ -19,7 +19,7 @@ from .._random import RandomState, check_random_state, seeded_generator
 from .._validation import check_int
 
 if TYPE_CHECKING:
-    from ..embedding import Embedding
+    from ..embedding import Vocabulary
 
 __all__ = ["DEFAULT_ETA", "WordsArg", "resolve_words", "statistics_generator"]
 
@@ -50,7 +50,7 @@ def statistics_generator(random_state: RandomState = None, rng: RandomState = No
 
 
 def resolve_words(
-    embedding: Embedding, words: WordsArg = None, random_state: RandomState = None
+    embedding: Vocabulary, words: WordsArg = None, random_state: RandomState = None
 ) -> npt.NDArray[np.int64]:
     """Turn ``words`` into sorted-as-given word ids.
 

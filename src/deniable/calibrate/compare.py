@@ -24,6 +24,7 @@ import numpy.typing as npt
 
 from .._errors import InvalidParameterError
 from .._validation import check_epsilon, check_int
+from ..embedding import Embedding
 from ..metrics import METRICS, paired_distances
 from ._common import statistics_generator
 
@@ -97,7 +98,7 @@ def pair_distances(mechanism: Mechanism, a: npt.ArrayLike, b: npt.ArrayLike) -> 
     if callable(own):
         return np.asarray(own(ia, ib), dtype=np.float64)
     metric = getattr(mechanism, "metric", None)
-    if metric in _FLOAT_METRICS:
+    if metric in _FLOAT_METRICS and isinstance(mechanism.embedding, Embedding):
         vec = mechanism.embedding.vectors
         out = np.empty(ia.size, dtype=np.float64)
         for s in range(0, ia.size, 65536):

@@ -25,7 +25,7 @@ import numpy.typing as npt
 from .._errors import InvalidParameterError
 from .._progress import progress
 from .._validation import check_choice, check_int
-from ..embedding import Embedding
+from ..embedding import Embedding, Vocabulary
 from ..metrics import unit_rows
 from ._common import WordsArg, resolve_words, statistics_generator
 
@@ -116,7 +116,7 @@ class NeighbourDistances:
 
 
 def neighbour_distances(
-    embedding: Embedding,
+    embedding: Vocabulary,
     words: WordsArg = None,
     *,
     ks: Sequence[int] | None = None,
@@ -133,7 +133,9 @@ def neighbour_distances(
     Parameters
     ----------
     embedding
-        The embedding.
+        The embedding: an :class:`~deniable.Embedding`, or for ``metric="hamming"`` any
+        :class:`~deniable.embedding.Vocabulary` (e.g. a
+        :class:`~deniable.binarize.device.CodeVocabulary`, a loaded BRR device artefact).
     words
         ``None`` (every word: a V x V computation, about an hour for 400k words on two
         cores), an ``int`` n (a uniform random sample of n words, drawn with
@@ -147,7 +149,7 @@ def neighbour_distances(
         ``"euclidean"`` (the papers'), ``"angular"`` (``arccos(cos)/pi``, from the
         Euclidean distance between unit vectors, a monotone function of it) or
         ``"hamming"`` (bits that differ between the words' packed binary codes: BRR's
-        metric; needs ``codes`` or a :class:`~deniable.binarize.device.CodeEmbedding`).
+        metric; needs ``codes`` or a :class:`~deniable.binarize.device.CodeVocabulary`).
     index
         ``"exact"`` (default), ``"flat"`` (faiss exact) or ``"hnsw"`` (approximate: can
         miss neighbours, so distances may come out slightly too large). Hamming
@@ -155,7 +157,7 @@ def neighbour_distances(
     codes
         ``metric="hamming"`` only: the ``(V, bits // 8)`` uint8 packed codes of the words
         (e.g. ``BinaryRandomizedResponse.codes``). Default: the codes of a
-        :class:`~deniable.binarize.device.CodeEmbedding`.
+        :class:`~deniable.binarize.device.CodeVocabulary`.
     """
     from ..index import make_index
 
@@ -177,6 +179,8 @@ def neighbour_distances(
         return _hamming_neighbour_distances(
             embedding, ids, k_list, codes, batch_size=batch_size, show_progress=show_progress, t0=t0
         )
+    if not isinstance(embedding, Embedding):  # Euclidean/angular need float vectors
+        raise Embedding.type_error(embedding)
     emb = embedding
     if metric == "angular":
         emb = Embedding(embedding.vocabulary, unit_rows(embedding.vectors), name=embedding.name + "/unit")
@@ -209,7 +213,7 @@ def neighbour_distances(
 
 
 def _hamming_neighbour_distances(
-    embedding: Embedding,
+    embedding: Vocabulary,
     ids: npt.NDArray[np.int64],
     k_list: list[int],
     codes: npt.ArrayLike | None,
@@ -220,11 +224,11 @@ def _hamming_neighbour_distances(
 ) -> NeighbourDistances:
     """k-th neighbour Hamming distances between packed codes (exact, faiss ``IndexBinaryFlat``)."""
     from ..binarize import check_codes
-    from ..binarize.device import CodeEmbedding
+    from ..binarize.device import CodeVocabulary
     from ..index import make_code_index
 
     if codes is None:
-        if not isinstance(embedding, CodeEmbedding):
+        if not isinstance(embedding, CodeVocabulary):
             raise InvalidParameterError(
                 "codes", None, 'the packed binary codes of the words (needed for metric="hamming")'
             )

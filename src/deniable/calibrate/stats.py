@@ -39,6 +39,7 @@ import numpy.typing as npt
 
 from .._errors import InvalidParameterError
 from .._validation import check_choice, check_int, check_probability
+from ..embedding import Embedding
 from ._common import DEFAULT_ETA, WordsArg, resolve_words, statistics_generator
 from ._exact import (
     BULK_METRICS,
@@ -310,6 +311,8 @@ def plausible_deniability(
         )
     else:
         if method == "bulk":
+            if not isinstance(emb, Embedding):  # has_bulk: a TEM, whose vocabulary has float vectors
+                raise Embedding.type_error(emb)
             cols = tem_statistics(
                 emb,
                 mechanism.epsilon,

@@ -18,7 +18,7 @@ from .._errors import DeniableError, InvalidParameterError, NotPrivateWarning
 from ..mechanisms.registry import Option
 
 if TYPE_CHECKING:
-    from ..embedding import Embedding
+    from ..embedding import Vocabulary
     from ..mechanisms.base import Mechanism
 
 app = typer.Typer(
@@ -122,7 +122,7 @@ def seeded(seed: int | None) -> np.random.Generator:
         return seeded_generator(seed)
 
 
-def load_embedding_option(embedding: str | None, vocab_size: int | None, vocabulary: str = "words") -> Embedding:
+def load_embedding_option(embedding: str | None, vocab_size: int | None, vocabulary: str = "words") -> Vocabulary:
     from ..embedding import load_embedding
 
     if vocab_size is not None and vocab_size < 1:

@@ -58,13 +58,13 @@ def export_device_cmd(
     `BinaryRandomizedResponse.from_device(FOLDER, epsilon)`; no float vectors are needed.
     """
     from ..binarize import check_binarizer, check_bits
-    from ..binarize.device import CodeEmbedding
+    from ..embedding import Embedding
     from ..mechanisms.brr import BinaryRandomizedResponse
 
     bits = check_bits(bits, "--bits")
     method = check_binarizer(binarizer, "--binarizer")
     emb = load_embedding_option(embedding, vocab_size)
-    if isinstance(emb, CodeEmbedding):
+    if not isinstance(emb, Embedding):
         from .._errors import InvalidParameterError
 
         raise InvalidParameterError("--embedding", embedding, "a float embedding (this is already a device artefact)")

@@ -55,7 +55,7 @@ def prepare_cmd(
     fresh `deniable privatize` or `deniable serve` is fast from its first batch.
     """
     from .._errors import InvalidParameterError
-    from ..prepare import legacy_tem_folders, list_artefacts, planned_artefacts, prepare, remove_artefacts
+    from ..artefacts import legacy_tem_folders, list_artefacts, planned_artefacts, prepare, remove_artefacts
 
     if list_ and remove:
         raise InvalidParameterError("--list", "with --remove", "one of --list or --remove")

@@ -1,6 +1,8 @@
-"""Word vectors: :class:`Embedding` (vocabulary + float vectors, fingerprint, save/load) and
-its loaders (the default GloVe 6B 50-d package, GloVe/fastText text, word2vec binary, saved
-folders)."""
+"""Vocabularies and word vectors: :class:`Vocabulary` (words, ids, fingerprint, subsets: what
+the tokenizer, the Privatizer and every mechanism need), :class:`Embedding` (a vocabulary with
+float vectors, save/load) and the loaders (the default GloVe 6B 50-d package, GloVe/fastText
+text, word2vec binary, saved folders, BRR device artefacts). The other kind of vocabulary,
+packed binary codes without float vectors, is :class:`deniable.binarize.device.CodeVocabulary`."""
 
 from __future__ import annotations
 
@@ -13,17 +15,21 @@ from ._loaders import (
     load_text_vectors,
     load_word2vec_binary,
 )
+from ._vocabulary import BLOCK_ROWS, Vocabulary, unique_index
 
 __all__ = [
+    "BLOCK_ROWS",
     "DEFAULT_EMBEDDING",
     "FINITE_CHECK_ROWS",
     "VECTORS_FILE",
     "VOCABULARIES",
     "WORDS_FILE",
     "Embedding",
+    "Vocabulary",
     "first_nonfinite_row",
     "load_default",
     "load_embedding",
     "load_text_vectors",
     "load_word2vec_binary",
+    "unique_index",
 ]

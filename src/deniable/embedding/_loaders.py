@@ -4,7 +4,7 @@ import gzip
 import hashlib
 import io
 from pathlib import Path
-from typing import IO
+from typing import IO, Literal, overload
 
 import numpy as np
 
@@ -13,6 +13,7 @@ from .._errors import EmbeddingError, InvalidParameterError
 from .._validation import check_choice, check_int
 from ..text import word_mask
 from ._embedding import VECTORS_FILE, WORDS_FILE, Embedding
+from ._vocabulary import Vocabulary
 
 DEFAULT_EMBEDDING = "glove-6b-50d"
 #: What ``load_embedding(vocabulary=...)`` keeps: only entries that are one word, or all of them.
@@ -38,6 +39,18 @@ def load_default() -> Embedding:
     return Embedding.from_arrays(words, vectors, name=DEFAULT_EMBEDDING, check_finite=False)
 
 
+@overload
+def load_embedding(
+    path: Literal["glove-6b-50d"] | None = None,
+    *,
+    vocab_size: int | None = None,
+    format: str = "auto",
+    cache: bool = True,
+    vocabulary: str = "words",
+) -> Embedding: ...
+
+
+@overload
 def load_embedding(
     path: str | Path | None = None,
     *,
@@ -45,14 +58,31 @@ def load_embedding(
     format: str = "auto",
     cache: bool = True,
     vocabulary: str = "words",
-) -> Embedding:
-    """Load an embedding.
+) -> Vocabulary: ...
+
+
+def load_embedding(
+    path: str | Path | None = None,
+    *,
+    vocab_size: int | None = None,
+    format: str = "auto",
+    cache: bool = True,
+    vocabulary: str = "words",
+) -> Vocabulary:
+    """Load an embedding (or a BRR device artefact: a vocabulary of binary codes).
+
+    The result is an :class:`Embedding`, except for a device artefact folder, which gives
+    a :class:`~deniable.binarize.device.CodeVocabulary` (codes only: usable by the brr
+    mechanism, refused by the float ones). Narrow it with ``isinstance`` or
+    :meth:`Embedding.type_error` where float vectors are needed.
 
     Parameters
     ----------
     path
         ``None`` or ``"glove-6b-50d"`` for the built-in default; a folder written by
-        :meth:`Embedding.save` (``vectors.npy`` + ``words.txt``, memory-mapped); a
+        :meth:`Embedding.save` (``vectors.npy`` + ``words.txt``, memory-mapped); a BRR
+        device artefact folder (``codes.npy`` + ``words.txt`` + ``brr.json``, written by
+        ``deniable export-device``; recognised by ``brr.json``); a
         GloVe/fastText text file (header line optional, ``.gz`` allowed); or a
         word2vec binary file (``.bin``, ``.bin.gz``).
     vocab_size
@@ -75,6 +105,7 @@ def load_embedding(
     if format not in formats:
         raise InvalidParameterError("format", format, "one of " + ", ".join(formats))
     check_choice("vocabulary", vocabulary, VOCABULARIES)
+    emb: Vocabulary
     if path is None or str(path) == DEFAULT_EMBEDDING:
         emb = load_default()
     else:
@@ -82,12 +113,11 @@ def load_embedding(
         if not p.exists():
             raise EmbeddingError(f"embedding file {p} does not exist")
         fmt = format if format != "auto" else _guess_format(p)
-        if fmt == "saved" and (p / "brr.json").is_file():  # a BRR device artefact (codes + words)
-            from ..binarize.device import load_device_artefact
+        if fmt == "saved":
+            from ..binarize.device import is_device_artefact, load_device_artefact
 
-            emb = load_device_artefact(p)
-        elif fmt == "saved":
-            emb = Embedding.load(p)
+            # a BRR device artefact (codes + words, no float vectors) is recognised by its brr.json
+            emb = load_device_artefact(p) if is_device_artefact(p) else Embedding.load(p)
         else:
             emb = _load_cached(p, fmt) if cache else _parse(p, fmt)
     if vocabulary == "words":

@@ -45,7 +45,7 @@ import numpy as np
 
 from .._errors import InvalidParameterError, NotPrivateWarning
 from .._validation import check_choice, check_int
-from ..embedding import Embedding
+from ..embedding import Embedding, Vocabulary
 from ..mechanisms.base import Mechanism
 from ..privatizer import OOV_POLICIES, Privatizer, PrivatizeStats
 from ..text import split as split_words
@@ -420,7 +420,7 @@ def _ranking(run: _Run) -> list[str]:
 
 def run_evaluation(
     task: TaskData,
-    embedding: Embedding,
+    embedding: Vocabulary,
     config: EvaluationConfig,
     *,
     show_progress: bool | None = None,
@@ -428,7 +428,7 @@ def run_evaluation(
 ) -> Results:
     """Run the whole grid; see the module docstring for the protocol."""
     if not isinstance(embedding, Embedding):
-        raise InvalidParameterError("embedding", type(embedding).__name__, "a deniable.Embedding")
+        raise Embedding.type_error(embedding)
     run = _Run(task, embedding, config, ExperimentProgress(show_progress, log))
     notes: list[str] = []
     if task.kind == "ranking":

@@ -11,7 +11,7 @@ Two kinds of table exist (both ``(ids, dist)``):
 **Nothing built from the words of a run is written to disk** (it would record which words
 were privatized): such tables live in :class:`TableStore`, a per-process LRU bounded in
 bytes. What is on disk is the *prepared* k-NN artefact for the WHOLE vocabulary
-(:func:`build_knn_artefact`, registered with :mod:`deniable.prepare` as ``"tem-knn"``): a
+(:func:`build_knn_artefact`, registered with :mod:`deniable.artefacts` as ``"tem-knn"``): a
 function of the embedding and the metric only, two ``(V, k + 1 + sketch)`` arrays
 memory-mapped by :class:`PreparedKnn`.
 """
@@ -24,22 +24,20 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from .._progress import progress
+from ..embedding import Embedding, Vocabulary
 from ._tem_geometry import Geometry
-
-if TYPE_CHECKING:
-    from ..embedding import Embedding
 
 __all__ = ["KNN_KIND", "PreparedKnn", "TableStore", "build_knn_artefact", "knn_entry"]
 
 Table = tuple[npt.NDArray[np.int32], npt.NDArray[np.float64]]
 
-#: The artefact kind of the prepared k-NN tables (deniable.prepare).
+#: The artefact kind of the prepared k-NN tables (deniable.artefacts).
 KNN_KIND = "tem-knn"
 #: Query words per block of the prepared build (bounds its memory: about 0.6 GiB at k = 256).
 _BUILD_BLOCK = 8192
@@ -197,7 +195,7 @@ class _NpyWriter:
 
 
 def build_knn_artefact(
-    embedding: Embedding, params: dict[str, Any], folder: Path, show_progress: bool | None
+    embedding: Vocabulary, params: dict[str, Any], folder: Path, show_progress: bool | None
 ) -> dict[str, str]:
     """Write ``ids.npy`` and ``dist.npy``: the k-NN table of every word of ``embedding``.
 
@@ -206,6 +204,8 @@ def build_knn_artefact(
     row), in bounded memory; the exact float64 distances of E come from
     :meth:`Geometry.exact_paired`. Manhattan and chebyshev: screening rows block by block.
     """
+    if not isinstance(embedding, Embedding):
+        raise Embedding.type_error(embedding)
     metric, k, n_sketch = str(params["metric"]), int(params["k"]), int(params["sketch"])
     geo = Geometry(embedding, metric)
     v = geo.size

@@ -18,7 +18,7 @@ from .._random import RandomState, check_random_state
 from .registry import Option
 
 if TYPE_CHECKING:
-    from ..embedding import Embedding
+    from ..embedding import Vocabulary
 
 __all__ = ["Mechanism"]
 
@@ -45,7 +45,7 @@ class Mechanism(abc.ABC):
     #: the registry validates them, the CLI makes flags of them, the service a request schema.
     options: ClassVar[tuple[Option, ...]] = ()
 
-    embedding: Embedding
+    embedding: Vocabulary
     epsilon: float
 
     def privatize(self, ids: npt.ArrayLike, rng: RandomState = None) -> npt.NDArray[np.int64]:

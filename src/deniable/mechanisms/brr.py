@@ -41,8 +41,8 @@ from ..binarize import (
     check_codes,
     codes_cache_path,
 )
-from ..binarize.device import CodeEmbedding, load_device_artefact, save_device_artefact
-from ..embedding import Embedding
+from ..binarize.device import CodeVocabulary, load_device_artefact, save_device_artefact
+from ..embedding import Embedding, Vocabulary
 from ..index.binary import BinaryExactIndex, BinaryFlatIndex, CodeIndex, make_code_index
 from ..metrics import hamming
 from .base import Mechanism
@@ -256,9 +256,10 @@ class BinaryRandomizedResponse(Mechanism):
     Parameters
     ----------
     embedding
-        A float :class:`~deniable.Embedding` (binarized with ``binarizer``) or a
-        :class:`~deniable.binarize.device.CodeEmbedding` (a loaded device artefact; see
-        :meth:`from_device`).
+        A float :class:`~deniable.Embedding` (binarized with ``binarizer``), a
+        :class:`~deniable.binarize.device.CodeVocabulary` (a loaded device artefact: its
+        codes are used; see :meth:`from_device`), or any
+        :class:`~deniable.embedding.Vocabulary` with the codes given as ``binarizer``.
     epsilon
         Privacy parameter (> 0), per bit of Hamming distance. Compare it with other
         mechanisms' epsilon through :func:`deniable.calibrate.privacy_ratio`.
@@ -283,7 +284,7 @@ class BinaryRandomizedResponse(Mechanism):
     name: ClassVar[str] = "brr"
     metric: ClassVar[str] = "hamming"  # type: ignore[misc]
 
-    embedding: Embedding
+    embedding: Vocabulary
     epsilon: float
     bits: int | None = None
     binarizer: str | np.ndarray | None = None
@@ -324,10 +325,10 @@ class BinaryRandomizedResponse(Mechanism):
         object.__setattr__(self, "seed", check_int("seed", self.seed, minimum=0))
         check_choice("index", self.index, DECODERS)
         emb = self.embedding
-        if not isinstance(emb, Embedding):
+        if not isinstance(emb, Vocabulary):
             raise InvalidParameterError("embedding", type(emb).__name__, "a deniable.Embedding or a device artefact")
         codes: npt.NDArray[np.uint8] | None = None
-        if isinstance(emb, CodeEmbedding):
+        if isinstance(emb, CodeVocabulary):
             codes = emb.codes
             method = str(emb.params.get("binarizer", "precomputed"))
             if self.bits is not None and self.bits != emb.bits:
@@ -348,7 +349,9 @@ class BinaryRandomizedResponse(Mechanism):
             if self.bits is not None and self.bits != codes.shape[1] * 8:
                 allowed = f"{codes.shape[1] * 8} (the given codes' length) or None"
                 raise InvalidParameterError("bits", self.bits, allowed)
-        else:
+        else:  # codes trained from float vectors
+            if not isinstance(emb, Embedding):
+                raise Embedding.type_error(emb)
             method = check_binarizer("autoencoder" if self.binarizer is None else self.binarizer)
             object.__setattr__(self, "bits", check_bits(256 if self.bits is None else self.bits))
             check_binarizer_options(method, self.binarizer_options)
@@ -383,10 +386,13 @@ class BinaryRandomizedResponse(Mechanism):
         if self._decoder is None:  # type: ignore[attr-defined]
             with self._lock:  # type: ignore[attr-defined]
                 if self._decoder is None:  # type: ignore[attr-defined]
+                    emb = self.embedding
+                    if not isinstance(emb, Embedding):  # unreachable: __post_init__ checked it
+                        raise Embedding.type_error(emb)
                     show = self.show_progress if show_progress is None else show_progress
                     method, bits = str(self.binarizer), int(self.bits or 0)
                     cached = codes_cache_path(
-                        self.embedding, method, bits, self.seed, check_binarizer_options(method, self.binarizer_options)
+                        emb, method, bits, self.seed, check_binarizer_options(method, self.binarizer_options)
                     ).is_file()
                     if not cached and show is not False:
                         print(
@@ -395,9 +401,7 @@ class BinaryRandomizedResponse(Mechanism):
                             file=sys.stderr,
                             flush=True,
                         )
-                    codes = binarize(
-                        self.embedding, bits, method, seed=self.seed, show_progress=show, **self.binarizer_options
-                    )
+                    codes = binarize(emb, bits, method, seed=self.seed, show_progress=show, **self.binarizer_options)
                     self._install(codes, stacklevel=4)
         return self
 
@@ -417,7 +421,7 @@ class BinaryRandomizedResponse(Mechanism):
             "shared_codes": self.decoder.shared_codes,
             "words_sharing_a_code": self.decoder.words_sharing,
         }
-        if isinstance(self.embedding, CodeEmbedding):
+        if isinstance(self.embedding, CodeVocabulary):
             params = {**self.embedding.params, "source_embedding": self.embedding.params.get("source_embedding")}
         return save_device_artefact(folder, self.embedding._words, self.codes, params)
 
@@ -478,7 +482,7 @@ class BinaryRandomizedResponse(Mechanism):
         return d
 
 
-def _shared_codes_message(decoder: HammingDecoder, embedding: Embedding, groups: int = 3, per_group: int = 5) -> str:
+def _shared_codes_message(decoder: HammingDecoder, embedding: Vocabulary, groups: int = 3, per_group: int = 5) -> str:
     """The :class:`SharedCodesWarning` text: counts, and the (public) vocabulary words of the largest groups."""
     shared = np.nonzero(decoder.counts > 1)[0]
     largest = shared[np.argsort(-decoder.counts[shared], kind="stable")[:groups]]

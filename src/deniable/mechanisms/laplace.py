@@ -87,7 +87,7 @@ class MultivariateLaplace(Mechanism):
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "batch_size", check_int("batch_size", self.batch_size, minimum=1))
         if not isinstance(self.embedding, Embedding):
-            raise InvalidParameterError("embedding", type(self.embedding).__name__, "a deniable.Embedding")
+            raise Embedding.type_error(self.embedding)
         _ = self.embedding.vectors  # cheap; a code-only device artefact has none and says so here
         if isinstance(self.index, str):
             check_choice("index", self.index, INDEXES)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import InvalidParameterError, NotPrivateWarning
 
 if TYPE_CHECKING:
-    from ..embedding import Embedding
+    from ..embedding import Vocabulary
     from .base import Mechanism
 
 __all__ = [
@@ -319,7 +319,7 @@ def validate_options(name: str, options: Mapping[str, Any], *, client: bool = Fa
     return out
 
 
-def make_mechanism(name: str, embedding: Embedding, epsilon: float, **options: Any) -> Mechanism:
+def make_mechanism(name: str, embedding: Vocabulary, epsilon: float, **options: Any) -> Mechanism:
     """Build the mechanism called ``name`` (e.g. "madlib", "tem", "brr"): validate, then construct."""
     cls = mechanism_class(name)
     eps = check_epsilon_option(epsilon)

@@ -29,7 +29,7 @@ word of a batch one of three exact samplers is used:
    to store (small epsilon or large gamma): no exponential over the whole vocabulary.
 
 The k-NN envelope tables of the whole vocabulary can be prepared once
-(:func:`deniable.prepare.prepare`, ``deniable prepare --mechanism tem``): they depend on
+(:func:`deniable.prepare`, ``deniable prepare --mechanism tem``): they depend on
 the embedding and the metric only, are memory-mapped, and are used automatically.
 ``history_free=True`` (for long-lived services) keeps no per-word state between calls.
 
@@ -44,7 +44,7 @@ import math
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -52,7 +52,7 @@ import numpy.typing as npt
 from .._errors import InvalidParameterError, ResourceLimitError
 from .._progress import progress
 from .._validation import check_epsilon, check_int, check_positive, check_probability
-from ..embedding import Embedding
+from ..embedding import Embedding, Vocabulary
 from ..metrics import check_metric
 from ._tem_geometry import TEM_METRICS, Geometry, TemDistributions, tem_distributions
 from ._tem_store import KNN_KIND, PreparedKnn, Table, TableStore, knn_entry
@@ -276,9 +276,17 @@ class TruncatedExponential(Mechanism):
         ),
     )
 
+    @classmethod
+    def prepared_artefacts(cls, embedding: Vocabulary, options: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """``(kind, params)`` of the input-independent artefacts TEM reads (for :mod:`deniable.artefacts`)."""
+        if not isinstance(embedding, Embedding):
+            raise Embedding.type_error(embedding)
+        metric = options.get("metric") or "euclidean"
+        return [(KNN_KIND, knn_artefact_params(embedding, metric))]
+
     def __post_init__(self) -> None:
         if not isinstance(self.embedding, Embedding):
-            raise InvalidParameterError("embedding", type(self.embedding).__name__, "a deniable.Embedding")
+            raise Embedding.type_error(self.embedding)
         eps = check_epsilon(self.epsilon)
         object.__setattr__(self, "epsilon", eps)
         metric = check_metric(self.metric)
@@ -365,7 +373,7 @@ class TruncatedExponential(Mechanism):
             return holder.knn
         with holder.lock:
             if not holder.loaded:
-                from ..prepare import open_artefact
+                from ..artefacts import open_artefact
 
                 info = open_artefact(self.embedding, KNN_KIND, knn_artefact_params(self.embedding, self.metric))
                 if info is not None:
@@ -386,7 +394,7 @@ class TruncatedExponential(Mechanism):
         """Prepare tables ahead of sampling.
 
         ``words=None`` (the whole vocabulary): builds the prepared k-NN tables on disk
-        (:func:`deniable.prepare.prepare`; input-independent, shared by every process and
+        (:func:`deniable.prepare`; input-independent, shared by every process and
         every epsilon), refusing with :class:`ResourceLimitError` when they would exceed
         ``disk_bytes``. Given ``words``: builds their ball and k-NN tables in this
         process's memory only (nothing is written: those words may be private). Returns
@@ -394,7 +402,7 @@ class TruncatedExponential(Mechanism):
         """
         v = self.embedding.size
         if words is None:
-            from ..prepare import build_artefact
+            from ..artefacts import build_artefact
 
             width = self._k + 1 + _KNN_SKETCH
             size = v * width * 12

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from fastapi import FastAPI
 
-    from ..embedding import Embedding
+    from ..embedding import Vocabulary
     from ..mechanisms.base import Mechanism
     from ..privatizer import Privatizer
 
@@ -53,7 +53,7 @@ def _key(name: str, epsilon: float, variant: dict[str, Any]) -> _Key:
 def _prepare_mechanism(mech: "Mechanism") -> None:
     """Build the input-independent artefacts ``mech`` reads, before the service is ready.
 
-    The seam to :mod:`deniable.prepare` (content-addressed, verified, memory-mapped
+    The seam to :mod:`deniable.artefacts` (content-addressed, verified, memory-mapped
     artefacts shared by every worker process): TEM's neighbour tables for the whole
     vocabulary. Then one warm-up call on a public word builds any remaining lazy state
     (a decode index) now rather than during a user's request.
@@ -61,10 +61,10 @@ def _prepare_mechanism(mech: "Mechanism") -> None:
     import numpy as np
 
     from .._random import secure_generator
-    from ..prepare import prepare
+    from ..artefacts import prepare
 
-    # artefacts of every mechanism the store knows (TEM: neighbour tables); others have none
-    prepare(mech.embedding, [mech.name], metric=str(mech.metric), show_progress=False)
+    if hasattr(type(mech), "prepared_artefacts"):  # capability: TEM reads whole-vocabulary tables
+        prepare(mech.embedding, [mech.name], metric=str(mech.metric), show_progress=False)
     mech.privatize(np.zeros(1, dtype=np.int64), secure_generator())  # output discarded
 
 
@@ -78,7 +78,7 @@ def _history_free(name: str) -> dict[str, Any]:
 class _State:
     """The embedding, every offered mechanism instance and its privatizers; readiness."""
 
-    def __init__(self, config: ServiceConfig, embedding: "Embedding | None") -> None:
+    def __init__(self, config: ServiceConfig, embedding: "Vocabulary | None") -> None:
         self.config = config
         self.embedding = embedding
         self.mechanisms: dict[_Key, tuple[Mechanism, dict[str, Any]]] = {}
@@ -137,7 +137,7 @@ def _run_build(state: _State) -> None:
 
 
 def create_app(
-    embedding: "Embedding | None" = None,
+    embedding: "Vocabulary | None" = None,
     config: ServiceConfig | None = None,
     *,
     background: bool = False,

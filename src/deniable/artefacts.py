@@ -38,7 +38,7 @@ from ._cache import cache_dir, file_lock
 from ._errors import DataError, InvalidParameterError
 
 if TYPE_CHECKING:
-    from .embedding import Embedding
+    from .embedding import Vocabulary
 
 __all__ = [
     "ArtefactError",
@@ -59,7 +59,7 @@ _FORMAT = 1
 
 #: builder(embedding, params, folder, show_progress) writes the artefact's files into folder and
 #: returns the sha256 of those it hashed while writing ({file name: hex}; the others are hashed after)
-Builder = Callable[["Embedding", dict[str, Any], Path, "bool | None"], "dict[str, str] | None"]
+Builder = Callable[["Vocabulary", dict[str, Any], Path, "bool | None"], "dict[str, str] | None"]
 
 _KINDS: dict[str, Builder] = {}
 _verified: dict[tuple[str, int, int, int], bool] = {}  # (file, inode, size, mtime_ns) -> checked
@@ -101,11 +101,11 @@ def _params_key(params: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _root_of(embedding: Embedding) -> Path:
+def _root_of(embedding: Vocabulary) -> Path:
     return cache_dir() / "artefacts" / embedding.fingerprint[:20] / "prepared"
 
 
-def artefact_path(embedding: Embedding, kind: str, params: dict[str, Any]) -> Path:
+def artefact_path(embedding: Vocabulary, kind: str, params: dict[str, Any]) -> Path:
     """The folder of the artefact ``kind`` with ``params`` for ``embedding`` (not created)."""
     return _root_of(embedding) / kind / _params_key(params)
 
@@ -167,7 +167,7 @@ def _damaged_hint(kind: str) -> str:
     return f"; rebuild it with `deniable prepare` (or deniable.prepare()), or delete it (kind {kind})"
 
 
-def open_artefact(embedding: Embedding, kind: str, params: dict[str, Any]) -> ArtefactInfo | None:
+def open_artefact(embedding: Vocabulary, kind: str, params: dict[str, Any]) -> ArtefactInfo | None:
     """The verified artefact, or None when it was never prepared.
 
     Raises :class:`ArtefactError` when it exists but is damaged: it is never used then.
@@ -184,7 +184,7 @@ def open_artefact(embedding: Embedding, kind: str, params: dict[str, Any]) -> Ar
 
 
 def build_artefact(
-    embedding: Embedding,
+    embedding: Vocabulary,
     kind: str,
     params: dict[str, Any],
     *,
@@ -238,13 +238,13 @@ def build_artefact(
         return _info(path, manifest)
 
 
-def _folders(embedding: Embedding | None) -> list[Path]:
+def _folders(embedding: Vocabulary | None) -> list[Path]:
     """Artefact folders that have a manifest (of ``embedding``, or of every embedding)."""
     fp = embedding.fingerprint[:20] if embedding is not None else "*"
     return [m.parent for m in sorted((cache_dir() / "artefacts").glob(f"{fp}/prepared/*/*/{MANIFEST}"))]
 
 
-def list_artefacts(embedding: Embedding | None = None) -> list[ArtefactInfo]:
+def list_artefacts(embedding: Vocabulary | None = None) -> list[ArtefactInfo]:
     """Prepared artefacts (of ``embedding``, or of every embedding), from their manifests.
 
     Checksums are not recomputed here (that is done when an artefact is opened); a folder
@@ -259,7 +259,7 @@ def list_artefacts(embedding: Embedding | None = None) -> list[ArtefactInfo]:
     return out
 
 
-def legacy_tem_folders(embedding: Embedding | None = None) -> list[Path]:
+def legacy_tem_folders(embedding: Vocabulary | None = None) -> list[Path]:
     """Folders of the TEM disk cache of versions before 2026-11-23 (``artefacts/<fp>/tem``).
 
     They hold the tables of the words those versions privatized (so they record which
@@ -271,7 +271,7 @@ def legacy_tem_folders(embedding: Embedding | None = None) -> list[Path]:
 
 
 def remove_artefacts(
-    embedding: Embedding | None = None, artefacts: Iterable[tuple[str, dict[str, Any]]] | None = None
+    embedding: Vocabulary | None = None, artefacts: Iterable[tuple[str, dict[str, Any]]] | None = None
 ) -> list[ArtefactInfo]:
     """Delete prepared artefacts (of ``embedding``; only ``(kind, params)`` in ``artefacts`` if
     given, see :func:`planned_artefacts`); returns what was removed.
@@ -298,21 +298,10 @@ def remove_artefacts(
 # -- what each mechanism prepares ----------------------------------------------------------
 
 
-def _tem_artefacts(embedding: Embedding, options: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    from .mechanisms import tem
-
-    metric = options.get("metric") or "euclidean"
-    return [(tem.KNN_KIND, tem.knn_artefact_params(embedding, metric))]
-
-
-#: mechanism name -> the artefacts it reads (kind, params); extend for new mechanisms
-_MECHANISM_ARTEFACTS: dict[str, Callable[[Embedding, dict[str, Any]], list[tuple[str, dict[str, Any]]]]] = {
-    "tem": _tem_artefacts,
-}
 
 
 def planned_artefacts(
-    embedding: Embedding, mechanisms: Iterable[str] = ("tem",), *, metric: str = "euclidean"
+    embedding: Vocabulary, mechanisms: Iterable[str] = ("tem",), *, metric: str = "euclidean"
 ) -> list[tuple[str, dict[str, Any]]]:
     """``(kind, params)`` of every artefact ``mechanisms`` read on ``embedding`` (nothing is built)."""
     from .mechanisms import mechanism_class
@@ -324,14 +313,15 @@ def planned_artefacts(
     options = {"metric": check_metric(metric)}
     out: list[tuple[str, dict[str, Any]]] = []
     for name in names:
-        planner = _MECHANISM_ARTEFACTS.get(name)
+        # capability: a mechanism class that reads prepared artefacts lists them
+        planner = getattr(mechanism_class(name), "prepared_artefacts", None)
         if planner is not None:
             out.extend(planner(embedding, options))
     return out
 
 
 def prepare(
-    embedding: Embedding,
+    embedding: Vocabulary,
     mechanisms: Iterable[str] = ("tem",),
     *,
     metric: str = "euclidean",
