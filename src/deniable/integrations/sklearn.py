@@ -21,7 +21,7 @@ from ._batch import BatchPrivatizer
 __all__ = ["PrivatizeText"]
 
 
-class PrivatizeText(TransformerMixin, BaseEstimator):  # type: ignore[misc]
+class PrivatizeText(TransformerMixin, BaseEstimator):
     """Privatize texts with a metric-DP word mechanism.
 
     Parameters
