@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import warnings
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -99,6 +99,15 @@ def privatize_cmd(
         int | None, typer.Option("--seed", help="Reproducible output for experiments. Seeded output is NOT private.")
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")] = False,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            help="local (default: this process) or spark[:MASTER] (default master local[*]): Parquet, CSV, JSONL "
+            "or txt files or folders in, a partitioned output folder out (written atomically, with _SUCCESS and "
+            "_MANIFEST.json). Needs deniable[spark] and a --embedding path every executor can read.",
+        ),
+    ] = "local",
     *,
     mechanism_flags: MechanismFlags,
 ) -> None:
@@ -109,42 +118,68 @@ def privatize_cmd(
     csv/tsv/jsonl/parquet, only the --column columns change; rows, order and
     every other column are kept.
     """
-    from ..io import detect_format, transform_file
+    from ..io import detect_format
     from ..privatizer import CASE_POLICIES, OOV_POLICIES, Privatizer
 
     check_epsilon(epsilon, "--epsilon")
     check_mechanism_name(mechanism)
-    mechanism_flags.for_mechanism(mechanism)  # fail fast on a flag that does not apply, before loading
+    options = mechanism_flags.for_mechanism(mechanism)  # fail fast on a flag that does not apply, before loading
     if oov not in OOV_POLICIES:
         raise InvalidParameterError("--oov", oov, "one of " + ", ".join(OOV_POLICIES))
     if case not in CASE_POLICIES:
         raise InvalidParameterError("--case", case, "one of " + ", ".join(CASE_POLICIES))
     if batch_size < 1:
         raise InvalidParameterError("--batch-size", batch_size, "an integer >= 1")
-    detect_format(input, format)  # fail fast on an unknown format, before loading anything
-    if input != "-" and not Path(input).is_file():
-        from .._errors import DataError
+    engine_name, _, master = engine.partition(":")
+    if engine_name not in ("local", "spark") or (engine_name == "local" and master):
+        raise InvalidParameterError("--engine", engine, "local or spark[:MASTER]")
+    if engine_name == "spark":
+        t0 = time.perf_counter()
+        priv, totals = _spark(
+            input,
+            output,
+            format,
+            column,
+            epsilon,
+            mechanism,
+            options,
+            embedding,
+            vocab_size,
+            vocabulary,
+            oov,
+            case,
+            seed,
+            master or "local[*]",
+        )
+        mech = priv.mechanism
+    else:
+        detect_format(input, format)  # fail fast on an unknown format, before loading anything
+        if input != "-" and not Path(input).is_file():
+            from .._errors import DataError
 
-        raise DataError(f"input file {input} does not exist or is not a file")
-    warn_seed(seed)
-    t0 = time.perf_counter()
-    emb = load_embedding_option(embedding, vocab_size, vocabulary)
-    mech = build_mechanism(mechanism, emb, epsilon, mechanism_flags)
-    with warnings.catch_warnings():  # the summary below states what is not protected
-        warnings.simplefilter("ignore", NotPrivateWarning)
-        priv = Privatizer(mech, oov=oov, case=case)
-    rng = seeded(seed)
-    from ..privatizer import PrivatizeStats
+            raise DataError(f"input file {input} does not exist or is not a file")
+        warn_seed(seed)
+        t0 = time.perf_counter()
+        emb = load_embedding_option(embedding, vocab_size, vocabulary)
+        mech = build_mechanism(mechanism, emb, epsilon, mechanism_flags)
+        with warnings.catch_warnings():  # the summary below states what is not protected
+            warnings.simplefilter("ignore", NotPrivateWarning)
+            priv = Privatizer(mech, oov=oov, case=case)
+        from ..api import privatize_file
 
-    totals = PrivatizeStats()
-
-    def fn(texts: list[str]) -> list[str]:
-        out, stats = priv.privatize_batch_with_stats(texts, rng)
-        totals.__iadd__(stats)
-        return out
-
-    show = None if not quiet else False
-    transform_file(input, output, fn, columns=column, format=format, batch_size=batch_size, show_progress=show)
+        show = None if not quiet else False
+        totals = privatize_file(
+            input,
+            output,
+            priv,
+            columns=column,
+            format=format,
+            batch_size=batch_size,
+            random_state=seeded(seed) if seed is not None else None,
+            show_progress=show,
+            embedding=embedding,
+            vocabulary=vocabulary,
+        )
     if not quiet:
         dt = time.perf_counter() - t0
         err.print(
@@ -171,3 +206,57 @@ def privatize_cmd(
                 f"[yellow]{totals.oov:,} out-of-vocabulary tokens ({totals.oov_rate:.1%}) were {action}[/]",
                 highlight=False,
             )
+
+
+def _spark(
+    input: str,
+    output: str,
+    format: str | None,
+    column: list[str] | None,
+    epsilon: float,
+    mechanism: str,
+    options: dict[str, Any],
+    embedding: str | None,
+    vocab_size: int | None,
+    vocabulary: str,
+    oov: str,
+    case: str,
+    seed: int | None,
+    master: str,
+) -> tuple[Any, Any]:
+    """``--engine spark``: a file or folder in, a partitioned folder (with its manifest) out."""
+    from .._errors import DataError
+    from ..integrations import BatchPrivatizer
+    from ..integrations.spark import privatize_path
+    from ..io import detect_format
+
+    if input == "-" or output == "-":
+        raise InvalidParameterError("--engine", "spark", "local when reading stdin or writing stdout")
+    src = Path(input)
+    if not src.exists():
+        raise DataError(f"input {input} does not exist")
+    if format is None and src.is_dir():
+        raise InvalidParameterError("--format", None, "parquet, csv, jsonl or txt for an input folder")
+    fmt = detect_format(input, format)
+    if fmt == "tsv":
+        raise InvalidParameterError("--format", fmt, "parquet, csv, jsonl or txt with --engine spark")
+    columns = ["value"] if fmt == "txt" else list(column or [])
+    if not columns:
+        raise InvalidParameterError("--column", None, f"at least one text column for {fmt} input")
+    warn_seed(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NotPrivateWarning)
+        batch = BatchPrivatizer(
+            mechanism=mechanism,
+            epsilon=epsilon,
+            options=options,
+            embedding=str(Path(embedding).resolve()) if embedding and Path(embedding).exists() else embedding,
+            vocab_size=vocab_size,
+            vocabulary=vocabulary,
+            oov=oov,
+            case=case,
+            columns=tuple(columns),
+            seed=seed,
+        )
+    stats = privatize_path(input, output, batch, format=fmt, master=master)
+    return batch.privatizer(), stats

@@ -1,0 +1,102 @@
+"""Ray Data, Dask and Hugging Face datasets: thin layers over the same batch function."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+
+import pytest
+
+from _engine_helpers import imdb_like, same_share, single_process_changed
+
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::DeprecationWarning")
+N = 2000
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return imdb_like(N, seed=1)
+
+
+def _check(rows, got, emb_dir, exact=False):
+    assert len(got) == len(rows)
+    got = sorted(got, key=lambda r: r["id"])
+    assert [(r["id"], r["label"], r["score"]) for r in got] == [(r["id"], r["label"], r["score"]) for r in rows]
+    if exact:
+        assert [r["review"] for r in got] == [r["review"] for r in rows]
+
+
+def _changed(rows, got):
+    """Tokens whose word differs (the toy texts have one word per space-separated token)."""
+    by_id = {r["id"]: r["review"] for r in got}
+    changed = tokens = 0
+    for r in rows:
+        a = r["review"].lower().rstrip(".!?").split()
+        b = by_id[r["id"]].lower().rstrip(".!?").split()
+        changed += sum(x != y for x, y in zip(a, b, strict=True))
+        tokens += len(a)
+    return changed, tokens
+
+
+def test_dask(rows, emb_dir):
+    pytest.importorskip("dask.dataframe", reason="needs deniable[dask]")
+    import dask
+    import dask.dataframe as dd
+    import pandas as pd
+
+    import deniable.integrations.dask as dz
+
+    ddf = dd.from_pandas(pd.DataFrame(rows), npartitions=4)
+    with dask.config.set(scheduler="processes", num_workers=2):
+        same = dz.privatize(ddf, ["review"], "madlib", 1e9, embedding=str(emb_dir), case="keep", oov="keep").compute()
+        _check(rows, same.to_dict("records"), emb_dir, exact=True)
+        out = dz.privatize(ddf, "review", "madlib", 3.0, embedding=str(emb_dir)).compute()
+    got = out.to_dict("records")
+    _check(rows, got, emb_dir)
+    a, n = _changed(rows, got)
+    b, m = single_process_changed(emb_dir, [r["review"] for r in rows], 3.0)
+    assert same_share(a, n, b, m)
+
+
+def test_hf_datasets_num_proc_2(rows, emb_dir, tmp_path, monkeypatch):
+    pytest.importorskip("datasets", reason="needs deniable[hf]")
+    import datasets
+
+    import deniable.integrations.hf as hf
+
+    monkeypatch.setenv("DENIABLE_LOAD_LOG", str(tmp_path))
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf"))
+    ds = datasets.Dataset.from_list(rows)
+    same = hf.privatize(ds, ["review"], "madlib", 1e9, embedding=str(emb_dir), case="keep", oov="keep", num_proc=2)
+    assert same.column_names == ds.column_names and same.to_list() == rows
+    before = set(os.listdir(tmp_path))
+    # an epsilon no other test used: forked workers would inherit a key this process loaded already
+    out = hf.privatize(ds, "review", "madlib", 2.999, embedding=str(emb_dir), num_proc=2, batch_size=100)
+    assert out.column_names == ds.column_names
+    got = out.to_list()
+    _check(rows, got, emb_dir)
+    per_pid = Counter(n.split("-")[0] for n in set(os.listdir(tmp_path)) - before if n != "hf")
+    assert per_pid and all(v == 1 for v in per_pid.values())  # 10 batches per process, one load each
+    a, n = _changed(rows, got)
+    b, m = single_process_changed(emb_dir, [r["review"] for r in rows], 2.999)
+    assert same_share(a, n, b, m)
+
+
+def test_ray(rows, emb_dir):
+    pytest.importorskip("ray.data", reason="needs deniable[ray]")
+    import ray
+
+    import deniable.integrations.ray as rz
+
+    ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
+    try:
+        ds = ray.data.from_items(rows)
+        same = rz.privatize(ds, ["review"], "madlib", 1e9, embedding=str(emb_dir), case="keep", oov="keep")
+        _check(rows, same.take_all(), emb_dir, exact=True)
+        got = rz.privatize(ds, "review", "madlib", 3.0, embedding=str(emb_dir), batch_size=250).take_all()
+        _check(rows, got, emb_dir)
+        a, n = _changed(rows, got)
+        b, m = single_process_changed(emb_dir, [r["review"] for r in rows], 3.0)
+        assert same_share(a, n, b, m)
+    finally:
+        ray.shutdown()

@@ -1,0 +1,152 @@
+"""Spark (local[2]): deniable.spark.privatize, loads per worker, and ``deniable privatize --engine spark``."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from _engine_helpers import imdb_like, same_share, single_process_changed
+
+pytest.importorskip("pyspark", reason="needs deniable[spark] (pyspark)")
+pytest.importorskip("pandas", reason="needs pandas")
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::DeprecationWarning")
+
+
+@pytest.fixture(scope="session")
+def load_log(tmp_path_factory):
+    return tmp_path_factory.mktemp("loads")
+
+
+@pytest.fixture(scope="session")
+def spark(load_log):
+    from pyspark.sql import SparkSession
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["DENIABLE_LOAD_LOG"] = str(load_log)  # inherited by the Python workers
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("deniable-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+    os.environ.pop("DENIABLE_LOAD_LOG", None)
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return imdb_like(3000)
+
+
+@pytest.fixture(scope="module")
+def frame(spark, rows):
+    return spark.createDataFrame(rows, "id long, review string, label long, score double").repartition(4)
+
+
+def test_identity_at_huge_epsilon_keeps_everything(frame, rows, emb_dir):
+    import deniable.spark
+
+    out = deniable.spark.privatize(
+        frame, ["review"], "madlib", 1e9, embedding=str(emb_dir), case="keep", oov="keep"
+    ).orderBy("id")
+    got = [r.asDict() for r in out.collect()]
+    assert out.columns == ["id", "review", "label", "score"]
+    assert got == rows
+
+
+def test_changed_share_agrees_with_single_process(frame, rows, emb_dir):
+    from deniable.integrations import BatchPrivatizer
+    from deniable.integrations.spark import observed_stats, privatize_with_counts
+
+    batch = BatchPrivatizer(mechanism="madlib", epsilon=3.0, embedding=str(emb_dir), columns=("review",))
+    out, obs = privatize_with_counts(frame, batch)
+    got = out.orderBy("id").collect()
+    stats = observed_stats(obs)
+    assert len(got) == len(rows) and stats.texts == len(rows)
+    assert [(r.id, r.label, r.score) for r in got] == [(r["id"], r["label"], r["score"]) for r in rows]
+    assert [len(r.review.split()) for r in got] == [len(r["review"].split()) for r in rows]
+    changed, tokens = single_process_changed(emb_dir, [r["review"] for r in rows], 3.0)
+    assert stats.tokens == tokens
+    assert 0 < stats.changed < tokens
+    assert same_share(stats.changed, stats.tokens, changed, tokens)
+
+
+def test_worker_loads_once(frame, emb_dir, load_log):
+    import deniable.spark
+
+    before = set(os.listdir(load_log))
+    out = deniable.spark.privatize(frame.repartition(8), "review", "madlib", 4.321, embedding=str(emb_dir))
+    assert out.count() == 3000
+    new = set(os.listdir(load_log)) - before
+    per_pid = Counter(name.split("-")[0] for name in new)
+    assert per_pid and all(n == 1 for n in per_pid.values())
+
+
+def test_rejects_non_string_column(frame, emb_dir):
+    import deniable.spark
+    from deniable import InvalidParameterError
+
+    with pytest.raises(InvalidParameterError, match="string"):
+        deniable.spark.privatize(frame, ["score"], embedding=str(emb_dir))
+
+
+def test_cli_engine_spark_parquet(spark, tmp_path, rows, emb_dir):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from deniable.cli import main
+
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pylist(rows[:500]), src)
+    dst = tmp_path / "out"
+    args = ["privatize", str(src), "-o", str(dst), "-c", "review", "-e", "3", "--embedding", str(emb_dir)]
+    with pytest.raises(SystemExit) as exc:
+        main([*args, "--engine", "spark", "-q"])
+    assert exc.value.code == 0
+    assert (dst / "_SUCCESS").is_file()
+    manifest = json.loads((dst / "_MANIFEST.json").read_text())
+    assert manifest["counts"]["texts"] == 500 and manifest["engine"].startswith("spark:")
+    back = pq.read_table(dst).to_pylist()
+    assert sorted(r["id"] for r in back) == list(range(500))
+    # a failing run leaves nothing at the output
+    with pytest.raises(SystemExit) as exc:
+        main(
+            [
+                *args[:-5],
+                "-c",
+                "score",
+                "-o",
+                str(tmp_path / "bad"),
+                "--embedding",
+                str(emb_dir),
+                "-e",
+                "3",
+                "--engine",
+                "spark",
+                "-q",
+            ]
+        )
+    assert exc.value.code == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet", "out"]
+
+
+@pytest.mark.data
+def test_real_imdb(spark, emb_dir):
+    import deniable.spark
+    from conftest import shared_data
+
+    path = shared_data("imdb") / "train.jsonl.gz"
+    df = spark.read.json(str(path)).limit(2000).cache()
+    out = deniable.spark.privatize(df, ["text"], "madlib", 5.0, embedding=str(emb_dir))
+    a = df.select("id", "label", "rating", "movie").orderBy("id").collect()
+    b = out.select("id", "label", "rating", "movie").orderBy("id").collect()
+    assert a == b and out.count() == 2000
+    assert Path(path).is_file()
