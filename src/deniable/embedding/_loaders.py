@@ -98,8 +98,8 @@ def load_embedding(
         one word (:meth:`Embedding.restrict_to_words`), so an output is never a
         punctuation, number-with-a-dot or hyphenated entry such as ``,``, ``2.87`` or
         ``e-mail`` that no input can be; the privacy guarantee is then over that
-        vocabulary (GloVe 6B: 336,158 of 400,000 entries; about 0.2-0.3 s more to load, a
-        67 MB in-memory copy instead of the memory map). ``"all"``: every entry.
+        vocabulary (GloVe 6B: 336,158 of 400,000 entries). The restricted copy is written
+        once to the cache and memory-mapped by every process after that. ``"all"``: every entry.
         ``vocab_size`` counts entries after this restriction.
     """
     formats = ("auto", "text", "word2vec", "saved")
