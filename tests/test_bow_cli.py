@@ -13,6 +13,7 @@ from deniable import InvalidParameterError
 from deniable.bow import load_release
 from deniable.cli import run_app
 from deniable.cli.bow import parse_size
+from fake_mechanisms import run_cli
 
 SECRET = "Puckish"  # a document word that must never appear in messages
 
@@ -46,14 +47,10 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
 
 
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = run_app(args)
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def common(files: dict[str, Path]) -> list[str]:
-    return ["--vocabulary", str(files["vocab"]), "--stop-words", "none", "--seed", "3"]
+def privatize_args(files: dict[str, Path], source: str, out: Path, *extra: str) -> list[str]:
+    """``bow privatize FILES[SOURCE] -o OUT`` with the test vocabulary, no stop words, seed 3, then EXTRA."""
+    common = ["--vocabulary", str(files["vocab"]), "--stop-words", "none", "--seed", "3"]
+    return ["bow", "privatize", str(files[source]), "-o", str(out), *common, *extra]
 
 
 @pytest.mark.parametrize("strategy", ["random", "frequency", "semantic", "none"])
@@ -62,31 +59,8 @@ def test_privatize_writes_a_release(
 ) -> None:
     out = tmp_path / "rel"
     report = tmp_path / "report.json"
-    code, _, err = run(
-        [
-            "bow",
-            "privatize",
-            str(files["txt"]),
-            "-o",
-            str(out),
-            "-e",
-            "2",
-            "-N",
-            "2",
-            "-k",
-            "3",
-            "--strategy",
-            strategy,
-            "--embedding",
-            str(files["emb"]),
-            "--report",
-            str(report),
-            "--map-seed",
-            "5",
-            *common(files),
-        ],
-        capsys,
-    )
+    extra = ["--strategy", strategy, "--embedding", str(files["emb"]), "--report", str(report)]
+    code, _, err = run_cli(privatize_args(files, "txt", out, *"-e 2 -N 2 -k 3 --map-seed 5".split(), *extra), capsys)
     assert code == 0, err
     rel = load_release(out)
     k = 18 if strategy == "none" else 3
@@ -102,26 +76,8 @@ def test_privatize_jsonl_column_group_and_clamp(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "rel"
-    code, _, err = run(
-        [
-            "bow",
-            "privatize",
-            str(files["jsonl"]),
-            "-c",
-            "body",
-            "-o",
-            str(out),
-            "-e",
-            "1",
-            "-k",
-            "4",
-            "-g",
-            "2",
-            "--clamp",
-            "-q",
-            *common(files),
-        ],
-        capsys,
+    code, _, err = run_cli(
+        privatize_args(files, "jsonl", out, "-c", "body", "-e", "1", "-k", "4", "-g", "2", "--clamp", "-q"), capsys
     )
     assert code == 0, err
     rel = load_release(out)
@@ -133,24 +89,10 @@ def test_noiseless_cli_release_equals_the_counts(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "rel"
-    code, _, err = run(
-        [
-            "bow",
-            "privatize",
-            str(files["jsonl"]),
-            "-c",
-            "body",
-            "-o",
-            str(out),
-            "-e",
-            "1000",
-            "--strategy",
-            "none",
-            "-q",
-            "--batch-size",
-            "2",
-            *common(files),
-        ],
+    code, _, err = run_cli(
+        privatize_args(
+            files, "jsonl", out, "-c", "body", "-e", "1000", "--strategy", "none", "-q", "--batch-size", "2"
+        ),
         capsys,
     )
     assert code == 0, err
@@ -162,13 +104,8 @@ def test_noiseless_cli_release_equals_the_counts(
 
 def test_inspect(files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "rel"
-    assert (
-        run(
-            ["bow", "privatize", str(files["txt"]), "-o", str(out), "-e", "1", "-k", "3", "-q", *common(files)], capsys
-        )[0]
-        == 0
-    )
-    code, stdout, _ = run(["bow", "inspect", str(out), "--show-bins", "2"], capsys)
+    assert run_cli(privatize_args(files, "txt", out, "-e", "1", "-k", "3", "-q"), capsys)[0] == 0
+    code, stdout, _ = run_cli(["bow", "inspect", str(out), "--show-bins", "2"], capsys)
     assert code == 0 and "matrix 5 x 3" in stdout and "bin 1:" in stdout
 
 
@@ -188,21 +125,7 @@ def test_inspect(files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureF
 def test_privatize_errors(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], code: int, needle: str
 ) -> None:
-    args = [
-        "bow",
-        "privatize",
-        str(files["txt"]),
-        "-o",
-        str(tmp_path / "o"),
-        "-e",
-        "1",
-        "-k",
-        "3",
-        "-q",
-        *common(files),
-        *extra,
-    ]
-    got, _, err = run(args, capsys)
+    got, _, err = run_cli(privatize_args(files, "txt", tmp_path / "o", "-e", "1", "-k", "3", "-q", *extra), capsys)
     assert got == code and needle in err and SECRET not in err
     assert not (tmp_path / "o").exists()
 
@@ -211,22 +134,8 @@ def test_report_must_stay_outside_the_release(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "o"
-    code, _, err = run(
-        [
-            "bow",
-            "privatize",
-            str(files["txt"]),
-            "-o",
-            str(out),
-            "-e",
-            "1",
-            "-k",
-            "3",
-            "-q",
-            "--report",
-            str(out / "r.json"),
-            *common(files),
-        ],
+    code, _, err = run_cli(
+        privatize_args(files, "txt", out, "-e", "1", "-k", "3", "-q", "--report", str(out / "r.json")),
         capsys,
     )
     assert code == 2 and "--report" in err
@@ -234,20 +143,8 @@ def test_report_must_stay_outside_the_release(
 
 def test_map_from_data_is_recorded(files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "o"
-    code, _, err = run(
-        [
-            "bow",
-            "privatize",
-            str(files["txt"]),
-            "-o",
-            str(out),
-            "-e",
-            "1",
-            "-k",
-            "3",
-            "--map-from-data",
-            *common(files),
-        ],
+    code, _, err = run_cli(
+        privatize_args(files, "txt", out, "-e", "1", "-k", "3", "--map-from-data"),
         capsys,
     )
     assert code == 0 and "leaks" in err
@@ -260,24 +157,10 @@ def test_public_corpus_sets_the_frequency_prior(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "o"
-    code, _, err = run(
-        [
-            "bow",
-            "privatize",
-            str(files["txt"]),
-            "-o",
-            str(out),
-            "-e",
-            "1",
-            "-k",
-            "3",
-            "-q",
-            "--public-corpus",
-            str(files["jsonl"]),
-            "--public-column",
-            "body",
-            *common(files),
-        ],
+    code, _, err = run_cli(
+        privatize_args(
+            files, "txt", out, *"-e 1 -k 3 -q --public-column body --public-corpus".split(), str(files["jsonl"])
+        ),
         capsys,
     )
     assert code == 0, err
@@ -372,7 +255,7 @@ def test_evaluate_cli_on_shared_data(tmp_path: Path, capsys: pytest.CaptureFixtu
     from conftest import shared_data
 
     root = shared_data("cfpb").parent
-    code, _, err = run(
+    code, _, err = run_cli(
         [
             "bow",
             "evaluate",
