@@ -76,9 +76,8 @@ def test_privatize_jsonl_column_group_and_clamp(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "rel"
-    code, _, err = run_cli(
-        privatize_args(files, "jsonl", out, "-c", "body", "-e", "1", "-k", "4", "-g", "2", "--clamp", "-q"), capsys
-    )
+    extra = "-c body -e 1 -k 4 -g 2 --clamp -q".split()
+    code, _, err = run_cli(privatize_args(files, "jsonl", out, *extra), capsys)
     assert code == 0, err
     rel = load_release(out)
     assert rel.shape == (3, 4) and rel.matrix.toarray().min() >= 0
@@ -89,12 +88,8 @@ def test_noiseless_cli_release_equals_the_counts(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "rel"
-    code, _, err = run_cli(
-        privatize_args(
-            files, "jsonl", out, "-c", "body", "-e", "1000", "--strategy", "none", "-q", "--batch-size", "2"
-        ),
-        capsys,
-    )
+    extra = "-c body -e 1000 --strategy none -q --batch-size 2".split()
+    code, _, err = run_cli(privatize_args(files, "jsonl", out, *extra), capsys)
     assert code == 0, err
     rel = load_release(out)
     idx = {w: i for i, w in enumerate(rel.vocabulary.words)}
@@ -135,18 +130,14 @@ def test_report_must_stay_outside_the_release(
 ) -> None:
     out = tmp_path / "o"
     code, _, err = run_cli(
-        privatize_args(files, "txt", out, "-e", "1", "-k", "3", "-q", "--report", str(out / "r.json")),
-        capsys,
+        privatize_args(files, "txt", out, "-e", "1", "-k", "3", "-q", "--report", str(out / "r.json")), capsys
     )
     assert code == 2 and "--report" in err
 
 
 def test_map_from_data_is_recorded(files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "o"
-    code, _, err = run_cli(
-        privatize_args(files, "txt", out, "-e", "1", "-k", "3", "--map-from-data"),
-        capsys,
-    )
+    code, _, err = run_cli(privatize_args(files, "txt", out, "-e", "1", "-k", "3", "--map-from-data"), capsys)
     assert code == 0 and "leaks" in err
     rel = load_release(out)
     assert "private data" in rel.params["bin_map"]["frequency_source"]
@@ -157,12 +148,8 @@ def test_public_corpus_sets_the_frequency_prior(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "o"
-    code, _, err = run_cli(
-        privatize_args(
-            files, "txt", out, *"-e 1 -k 3 -q --public-column body --public-corpus".split(), str(files["jsonl"])
-        ),
-        capsys,
-    )
+    extra = ["--public-corpus", str(files["jsonl"]), "--public-column", "body"]
+    code, _, err = run_cli(privatize_args(files, "txt", out, "-e", "1", "-k", "3", "-q", *extra), capsys)
     assert code == 0, err
     assert "public corpus" in load_release(out).params["bin_map"]["frequency_source"]
 
