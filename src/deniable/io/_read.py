@@ -11,7 +11,7 @@ from typing import Any
 from .._errors import DataError, InvalidParameterError
 from .._progress import progress
 from ._decode import csv_reader, decoded_lines, json_object, ragged, too_long
-from ._files import open_input
+from ._files import open_input_with_progress
 from ._formats import detect_format, is_std
 
 MISSING = ("error", "empty", "skip")
@@ -234,22 +234,14 @@ def _batches(
         with progress(total, "reading rows", enabled=show_progress) as adv:
             yield from batched(_parquet_batches(path, cols, batch_size, numbers, adv), lambda: None)
         return
-    with open_input(path) as (stream, position, total):
-        with progress(total, "reading bytes", enabled=show_progress and total is not None) as adv:
-            last = [0]
-
-            def tick() -> None:
-                now = position()
-                adv(now - last[0])
-                last[0] = now
-
-            if fmt == "txt":
-                rows = _txt_rows(stream, cols)
-            elif fmt == "jsonl":
-                rows = _jsonl_rows(stream, cols, numbers)
-            else:
-                rows = _csv_rows(stream, cols, "\t" if fmt == "tsv" else ",")
-            yield from batched(rows, tick)
+    with open_input_with_progress(path, "reading bytes", show_progress) as (stream, tick):
+        if fmt == "txt":
+            rows = _txt_rows(stream, cols)
+        elif fmt == "jsonl":
+            rows = _jsonl_rows(stream, cols, numbers)
+        else:
+            rows = _csv_rows(stream, cols, "\t" if fmt == "tsv" else ",")
+        yield from batched(rows, tick)
 
 
 def iter_batches(

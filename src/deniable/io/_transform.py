@@ -14,7 +14,7 @@ from typing import IO, Any
 from .._errors import DataError, InvalidParameterError
 from .._progress import progress
 from ._decode import csv_reader, decoded_lines, json_object, ragged, too_long
-from ._files import atomic_output, open_input
+from ._files import atomic_output, open_input_with_progress
 from ._formats import check_output_format, detect_format, is_std
 
 TextFn = Callable[[list[str]], list[str]]
@@ -395,21 +395,13 @@ def _iter(
         with progress(total, "privatizing rows", enabled=show_progress) as advance:
             yield from _parquet(src, out, fn, cols, batch_size, advance, max_chars)
         return
-    with open_input(src) as (stream, pos, total):
-        with progress(total, "privatizing bytes", enabled=show_progress and total is not None) as advance:
-            last = [0]
-
-            def tick() -> None:
-                p = pos()
-                advance(p - last[0])
-                last[0] = p
-
-            if fmt == "txt":
-                yield from _txt(stream, out, fn, batch_size, tick, max_chars)
-            elif fmt in ("csv", "tsv"):
-                yield from _csv(stream, out, fn, cols, "\t" if fmt == "tsv" else ",", batch_size, tick, max_chars)
-            else:
-                yield from _jsonl(stream, out, fn, cols, batch_size, tick, max_chars)
+    with open_input_with_progress(src, "privatizing bytes", show_progress) as (stream, tick):
+        if fmt == "txt":
+            yield from _txt(stream, out, fn, batch_size, tick, max_chars)
+        elif fmt in ("csv", "tsv"):
+            yield from _csv(stream, out, fn, cols, "\t" if fmt == "tsv" else ",", batch_size, tick, max_chars)
+        else:
+            yield from _jsonl(stream, out, fn, cols, batch_size, tick, max_chars)
 
 
 __all__ = ["MAX_RECORD_CHARS", "IOStats", "is_std", "iter_texts", "transform_file"]
