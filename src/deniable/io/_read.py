@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -10,7 +9,7 @@ from typing import Any
 
 from .._errors import DataError, InvalidParameterError
 from .._progress import progress
-from ._decode import csv_reader, decoded_lines, json_object, ragged, too_long
+from ._decode import csv_header, csv_reader, csv_records, decoded_lines, json_object, ragged, too_long
 from ._files import open_input_with_progress
 from ._formats import detect_format, is_std
 
@@ -84,10 +83,7 @@ def _txt_rows(stream: Any, columns: list[str] | None) -> Iterator[Any]:
 
 def _csv_rows(stream: Any, columns: list[str] | None, delimiter: str) -> Iterator[Any]:
     reader, _ = csv_reader(decoded_lines(stream), delimiter)
-    try:
-        header = next(reader)
-    except StopIteration:
-        raise DataError("the CSV input is empty (no header row)") from None
+    header = csv_header(reader)
     names = header if columns is None else columns
     for c in names:
         if c not in header:
@@ -96,15 +92,7 @@ def _csv_rows(stream: Any, columns: list[str] | None, delimiter: str) -> Iterato
             )
     positions = [header.index(c) for c in names]
     yield names
-    row_number = 1
-    while True:
-        try:
-            row = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as exc:
-            raise DataError(f"row {row_number + 1} (line {reader.line_num}): malformed CSV ({exc})") from None
-        row_number += 1
+    for row_number, row in csv_records(reader):
         if not row:  # a blank line is not a record
             continue
         if len(row) > len(header):

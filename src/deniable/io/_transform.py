@@ -13,7 +13,7 @@ from typing import IO, Any, TypeVar
 
 from .._errors import DataError, InvalidParameterError
 from .._progress import progress
-from ._decode import csv_reader, decoded_lines, json_object, ragged, too_long
+from ._decode import csv_header, csv_reader, csv_records, decoded_lines, json_object, ragged, too_long
 from ._files import atomic_output, open_input_with_progress
 from ._formats import check_output_format, detect_format, is_std
 
@@ -134,10 +134,7 @@ def _csv(
                 writer.writerow(row)
 
     try:
-        try:
-            header = next(reader)
-        except StopIteration:
-            raise DataError("the CSV input is empty (no header row)") from None
+        header = csv_header(reader)
         counter[0] = 0
         missing = [c for c in columns if c not in header]
         if missing:
@@ -164,16 +161,8 @@ def _csv(
             return values
 
         def records() -> Iterator[list[str]]:
-            row_number = 1  # the header is row 1
-            while True:
-                try:
-                    row = next(reader)
-                except StopIteration:
-                    return
-                except csv.Error as exc:
-                    raise DataError(f"row {row_number + 1} (line {reader.line_num}): malformed CSV ({exc})") from None
+            for row_number, row in csv_records(reader):
                 counter[0] = 0
-                row_number += 1
                 if row and len(row) != len(header):
                     raise ragged(row_number, reader.line_num, len(row), len(header))
                 yield row
