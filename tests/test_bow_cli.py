@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 
 from deniable import InvalidParameterError
-from deniable.bow import load_release
+from deniable.bow import BowRelease, load_release
 from deniable.cli import run_app
 from deniable.cli.bow import parse_size
 from fake_mechanisms import run_cli
@@ -53,6 +53,15 @@ def privatize_args(files: dict[str, Path], source: str, out: Path, *extra: str) 
     return ["bow", "privatize", str(files[source]), "-o", str(out), *common, *extra]
 
 
+def privatized(
+    files: dict[str, Path], capsys: pytest.CaptureFixture[str], source: str, out: Path, *extra: str
+) -> tuple[BowRelease, str]:
+    """Run :func:`privatize_args`, require exit code 0 (stderr shown otherwise): (the release, stderr)."""
+    code, _, err = run_cli(privatize_args(files, source, out, *extra), capsys)
+    assert code == 0, err
+    return load_release(out), err
+
+
 @pytest.mark.parametrize("strategy", ["random", "frequency", "semantic", "none"])
 def test_privatize_writes_a_release(
     files: dict[str, Path], tmp_path: Path, strategy: str, capsys: pytest.CaptureFixture[str]
@@ -60,9 +69,7 @@ def test_privatize_writes_a_release(
     out = tmp_path / "rel"
     report = tmp_path / "report.json"
     extra = ["--strategy", strategy, "--embedding", str(files["emb"]), "--report", str(report)]
-    code, _, err = run_cli(privatize_args(files, "txt", out, *"-e 2 -N 2 -k 3 --map-seed 5".split(), *extra), capsys)
-    assert code == 0, err
-    rel = load_release(out)
+    rel, err = privatized(files, capsys, "txt", out, *"-e 2 -N 2 -k 3 --map-seed 5".split(), *extra)
     k = 18 if strategy == "none" else 3
     assert rel.shape == (len(TEXTS), k)
     assert rel.params["epsilon"] == 2 and rel.params["precision_N"] == 2
@@ -76,10 +83,7 @@ def test_privatize_jsonl_column_group_and_clamp(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "rel"
-    extra = "-c body -e 1 -k 4 -g 2 --clamp -q".split()
-    code, _, err = run_cli(privatize_args(files, "jsonl", out, *extra), capsys)
-    assert code == 0, err
-    rel = load_release(out)
+    rel, _ = privatized(files, capsys, "jsonl", out, *"-c body -e 1 -k 4 -g 2 --clamp -q".split())
     assert rel.shape == (3, 4) and rel.matrix.toarray().min() >= 0
     assert rel.params["clamp_at_zero"] is True and rel.params["group"] == 2
 
@@ -88,10 +92,7 @@ def test_noiseless_cli_release_equals_the_counts(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "rel"
-    extra = "-c body -e 1000 --strategy none -q --batch-size 2".split()
-    code, _, err = run_cli(privatize_args(files, "jsonl", out, *extra), capsys)
-    assert code == 0, err
-    rel = load_release(out)
+    rel, _ = privatized(files, capsys, "jsonl", out, *"-c body -e 1000 --strategy none -q --batch-size 2".split())
     idx = {w: i for i, w in enumerate(rel.vocabulary.words)}
     assert rel.matrix[1, idx["rocket"]] == 1 and rel.matrix[4, idx["rocket"]] == 2
     assert rel.matrix[3].sum() == 0 and rel.matrix[0, idx["hockey"]] == 1
@@ -99,7 +100,7 @@ def test_noiseless_cli_release_equals_the_counts(
 
 def test_inspect(files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "rel"
-    assert run_cli(privatize_args(files, "txt", out, "-e", "1", "-k", "3", "-q"), capsys)[0] == 0
+    privatized(files, capsys, "txt", out, "-e", "1", "-k", "3", "-q")
     code, stdout, _ = run_cli(["bow", "inspect", str(out), "--show-bins", "2"], capsys)
     assert code == 0 and "matrix 5 x 3" in stdout and "bin 1:" in stdout
 
@@ -137,9 +138,8 @@ def test_report_must_stay_outside_the_release(
 
 def test_map_from_data_is_recorded(files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "o"
-    code, _, err = run_cli(privatize_args(files, "txt", out, "-e", "1", "-k", "3", "--map-from-data"), capsys)
-    assert code == 0 and "leaks" in err
-    rel = load_release(out)
+    rel, err = privatized(files, capsys, "txt", out, "-e", "1", "-k", "3", "--map-from-data")
+    assert "leaks" in err
     assert "private data" in rel.params["bin_map"]["frequency_source"]
     assert "leaks" in rel.params["map_assumption"]
 
@@ -149,9 +149,8 @@ def test_public_corpus_sets_the_frequency_prior(
 ) -> None:
     out = tmp_path / "o"
     extra = ["--public-corpus", str(files["jsonl"]), "--public-column", "body"]
-    code, _, err = run_cli(privatize_args(files, "txt", out, "-e", "1", "-k", "3", "-q", *extra), capsys)
-    assert code == 0, err
-    assert "public corpus" in load_release(out).params["bin_map"]["frequency_source"]
+    rel, _ = privatized(files, capsys, "txt", out, "-e", "1", "-k", "3", "-q", *extra)
+    assert "public corpus" in rel.params["bin_map"]["frequency_source"]
 
 
 def test_parse_size() -> None:
