@@ -22,10 +22,12 @@ mechanism (and of a history-free one) reading them, on a big batch of IMDb token
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +44,34 @@ def timed(fn):  # type: ignore[no-untyped-def]
     t0 = time.perf_counter()
     res = fn()
     return res, time.perf_counter() - t0
+
+
+def privatize_seconds(mech, ids: np.ndarray) -> float:  # type: ignore[no-untyped-def]
+    """Seconds of one ``mech.privatize(ids)`` with a fresh secure generator."""
+    import deniable
+
+    return float(timed(lambda: mech.privatize(ids, deniable.secure_generator()))[1])
+
+
+def fresh_run_columns(fresh, ids: np.ndarray, first: str) -> dict[str, object]:  # type: ignore[no-untyped-def]
+    """Tokens per second of a fresh mechanism over ``ids``: its first run (column ``first``), then warm."""
+    t_first = privatize_seconds(fresh, ids)
+    t_again = privatize_seconds(fresh, ids)
+    return {"tokens": len(ids), first: len(ids) / t_first, "tok/s (warm)": len(ids) / t_again}
+
+
+@contextlib.contextmanager
+def fresh_cache() -> Iterator[str]:
+    """An empty temporary DENIABLE_CACHE folder for the block (its size is what privatizing wrote)."""
+    with tempfile.TemporaryDirectory(prefix="tem-bench-") as cache:
+        os.environ["DENIABLE_CACHE"] = cache
+        yield cache
+
+
+def add_row(rows: list[dict[str, object]], row: dict[str, object]) -> None:
+    """Append ``row`` and print it at once (long runs show progress)."""
+    rows.append(row)
+    print(table(rows[-1:]), flush=True)
 
 
 def main() -> None:
@@ -71,18 +101,18 @@ def main() -> None:
         ids, source = corpus_ids(emb, args.tokens)
         distinct = np.unique(ids)
         for eps in [float(e) for e in args.epsilons.split(",")]:
-            with tempfile.TemporaryDirectory(prefix="tem-bench-") as cache:
-                os.environ["DENIABLE_CACHE"] = cache
+            with fresh_cache() as cache:
                 mech = TruncatedExponential(emb, eps, metric=args.metric)
-                _, t_first = timed(lambda m=mech, x=ids: m.privatize(x, deniable.secure_generator()))
-                _, t_second = timed(lambda m=mech, x=ids: m.privatize(x, deniable.secure_generator()))
+                t_first = privatize_seconds(mech, ids)
+                t_second = privatize_seconds(mech, ids)
                 tables = mech._store.get_many(distinct)  # type: ignore[attr-defined]
                 n_tab = sum(t is not None for t in tables)
                 knns = mech._knn.get_many(distinct)  # type: ignore[attr-defined]
                 n_knn = sum(e is not None and t is None for e, t in zip(knns, tables, strict=True))
                 sample = np.random.default_rng(0).choice(distinct, min(100, distinct.size), replace=False)
                 balls = [mech.compact_distribution(int(w)).ids.size for w in sample]
-                rows.append(
+                add_row(
+                    rows,
                     {
                         "V": vocab,
                         "eps": eps,
@@ -97,9 +127,8 @@ def main() -> None:
                         "2nd run tok/s": len(ids) / t_second,
                         "written MB": dir_size(Path(cache)) / 2**20,
                         "peak RSS MB": peak_rss_mb(),
-                    }
+                    },
                 )
-                print(table(rows[-1:]), flush=True)
     if rows:
         print(f"\nGloVe 6B 50-d; {args.tokens:,} tokens ({source}); metric {args.metric}; gamma from beta=1e-3")
         print(table(rows))
@@ -115,8 +144,7 @@ def main() -> None:
             return
         crow = []
         for eps in [float(e) for e in args.corpus_epsilons.split(",")]:
-            with tempfile.TemporaryDirectory(prefix="tem-bench-") as cache:
-                os.environ["DENIABLE_CACHE"] = cache
+            with fresh_cache() as cache:
                 mech = TruncatedExponential(full, eps, metric=args.metric)
                 priv = deniable.Privatizer(mech)
                 t0 = time.perf_counter()
@@ -125,7 +153,8 @@ def main() -> None:
                     _, st = priv.privatize_batch_with_stats(texts[s : s + 1000], deniable.secure_generator())
                     tokens += st.tokens - st.oov
                 dt = time.perf_counter() - t0
-                crow.append(
+                add_row(
+                    crow,
                     {
                         "eps": eps,
                         "reviews": len(texts),
@@ -135,9 +164,8 @@ def main() -> None:
                         "x MLDP (4/s)": tokens / dt / 4,
                         "written MB": dir_size(Path(cache)) / 2**20,
                         "peak RSS MB": peak_rss_mb(),
-                    }
+                    },
                 )
-                print(table(crow[-1:]), flush=True)
         print(f"\nIMDb train, first {len(texts):,} reviews, Privatizer batches of 1000 texts, V={full.size:,}")
         print(table(crow))
 
@@ -150,17 +178,16 @@ def precompute_section(args: argparse.Namespace) -> None:
     ids, source = corpus_ids(emb, args.big_tokens)
     prow = []
     for eps in [float(e) for e in args.precompute_epsilons.split(",")]:
-        with tempfile.TemporaryDirectory(prefix="tem-bench-") as cache:
-            os.environ["DENIABLE_CACHE"] = cache
+        with fresh_cache() as cache:
             mech = TruncatedExponential(emb, eps, metric=args.metric)
             stats, t_build = timed(mech.precompute)
             fresh = TruncatedExponential(emb, eps, metric=args.metric)  # a new process would see this
-            _, t_first = timed(lambda m=fresh, x=ids: m.privatize(x, deniable.secure_generator()))
-            _, t_again = timed(lambda m=fresh, x=ids: m.privatize(x, deniable.secure_generator()))
+            sampling = fresh_run_columns(fresh, ids, "tok/s (fresh, prepared)")
             hf = TruncatedExponential(emb, eps, metric=args.metric, history_free=True)
             hf.cache_info()  # read the prepared tables into memory (not timed)
-            _, t_hf = timed(lambda m=hf, x=ids: m.privatize(x, deniable.secure_generator()))
-            prow.append(
+            t_hf = privatize_seconds(hf, ids)
+            add_row(
+                prow,
                 {
                     "V": emb.size,
                     "eps": eps,
@@ -168,14 +195,11 @@ def precompute_section(args: argparse.Namespace) -> None:
                     "build s": t_build,
                     "k-NN tables": int(stats["built"]),
                     "disk MB": dir_size(Path(cache)) / 2**20,
-                    "tokens": len(ids),
-                    "tok/s (fresh, prepared)": len(ids) / t_first,
-                    "tok/s (warm)": len(ids) / t_again,
+                    **sampling,
                     "tok/s (history-free)": len(ids) / t_hf,
                     "peak RSS MB": peak_rss_mb(),
-                }
+                },
             )
-            print(table(prow[-1:]), flush=True)
     print(f"\nPrepared k-NN tables, V={emb.size:,}; sampling {len(ids):,} tokens ({source})")
     print(table(prow))
 
@@ -189,29 +213,24 @@ def knn_section(args: argparse.Namespace) -> None:
     ids, source = corpus_ids(emb, args.big_tokens)
     epsilons = [float(e) for e in args.epsilons.split(",")]
     krow = []
-    with tempfile.TemporaryDirectory(prefix="tem-bench-") as cache:
-        os.environ["DENIABLE_CACHE"] = cache
+    with fresh_cache() as cache:
         builder = TruncatedExponential(emb, 2.0, metric=args.metric)
         _, t_build = timed(builder.precompute)
         size = dir_size(Path(cache)) / 2**20
         print(f"k-NN tables for {emb.size:,} words: {t_build:.0f} s, {size:.0f} MB, peak RSS {peak_rss_mb():.0f} MB")
         for eps in epsilons:
-            fresh = TruncatedExponential(emb, eps, metric=args.metric)
-            _, t_first = timed(lambda m=fresh, x=ids: m.privatize(x, deniable.secure_generator()))
-            _, t_again = timed(lambda m=fresh, x=ids: m.privatize(x, deniable.secure_generator()))
-            krow.append(
+            sampling = fresh_run_columns(TruncatedExponential(emb, eps, metric=args.metric), ids, "tok/s (from disk)")
+            add_row(
+                krow,
                 {
                     "V": emb.size,
                     "eps": eps,
                     "k-NN build s (once)": t_build,
                     "disk MB": size,
-                    "tokens": len(ids),
-                    "tok/s (from disk)": len(ids) / t_first,
-                    "tok/s (warm)": len(ids) / t_again,
+                    **sampling,
                     "peak RSS MB": peak_rss_mb(),
-                }
+                },
             )
-            print(table(krow[-1:]), flush=True)
     print(f"\nk-NN tables pre-computed once, V={emb.size:,}; sampling {len(ids):,} tokens ({source})")
     print(table(krow))
 

@@ -19,6 +19,7 @@ import numpy.typing as npt
 from deniable import Embedding
 from deniable.mechanisms.base import Mechanism
 from deniable.metrics import distances_to, pairwise_distances
+from fake_mechanisms import FakeMechanism
 
 
 @dataclass(frozen=True)
@@ -97,13 +98,10 @@ class RefTEM(Mechanism):
 
 
 @dataclass(frozen=True, eq=False)
-class FiniteMechanism(Mechanism):
+class FiniteMechanism(FakeMechanism):
     """A mechanism given by an explicit row-stochastic matrix (sampled exactly, vectorized)."""
 
     name: ClassVar[str] = "finite"
-    metric: ClassVar[str] = "euclidean"  # type: ignore[misc]
-    embedding: Embedding
-    epsilon: float
     matrix: Any = field(default=None, repr=False)
     calls: list[int] = field(default_factory=list, repr=False)
 

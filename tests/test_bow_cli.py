@@ -10,9 +10,10 @@ import pytest
 import scipy.sparse as sp
 
 from deniable import InvalidParameterError
-from deniable.bow import load_release
+from deniable.bow import BowRelease, load_release
 from deniable.cli import run_app
 from deniable.cli.bow import parse_size
+from fake_mechanisms import run_cli
 
 SECRET = "Puckish"  # a document word that must never appear in messages
 
@@ -46,14 +47,19 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
 
 
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = run_app(args)
-    out = capsys.readouterr()
-    return code, out.out, out.err
+def privatize_args(files: dict[str, Path], source: str, out: Path, *extra: str) -> list[str]:
+    """``bow privatize FILES[SOURCE] -o OUT`` with the test vocabulary, no stop words, seed 3, then EXTRA."""
+    common = ["--vocabulary", str(files["vocab"]), "--stop-words", "none", "--seed", "3"]
+    return ["bow", "privatize", str(files[source]), "-o", str(out), *common, *extra]
 
 
-def common(files: dict[str, Path]) -> list[str]:
-    return ["--vocabulary", str(files["vocab"]), "--stop-words", "none", "--seed", "3"]
+def privatized(
+    files: dict[str, Path], capsys: pytest.CaptureFixture[str], source: str, out: Path, *extra: str
+) -> tuple[BowRelease, str]:
+    """Run :func:`privatize_args`, require exit code 0 (stderr shown otherwise): (the release, stderr)."""
+    code, _, err = run_cli(privatize_args(files, source, out, *extra), capsys)
+    assert code == 0, err
+    return load_release(out), err
 
 
 @pytest.mark.parametrize("strategy", ["random", "frequency", "semantic", "none"])
@@ -62,33 +68,8 @@ def test_privatize_writes_a_release(
 ) -> None:
     out = tmp_path / "rel"
     report = tmp_path / "report.json"
-    code, _, err = run(
-        [
-            "bow",
-            "privatize",
-            str(files["txt"]),
-            "-o",
-            str(out),
-            "-e",
-            "2",
-            "-N",
-            "2",
-            "-k",
-            "3",
-            "--strategy",
-            strategy,
-            "--embedding",
-            str(files["emb"]),
-            "--report",
-            str(report),
-            "--map-seed",
-            "5",
-            *common(files),
-        ],
-        capsys,
-    )
-    assert code == 0, err
-    rel = load_release(out)
+    extra = ["--strategy", strategy, "--embedding", str(files["emb"]), "--report", str(report)]
+    rel, err = privatized(files, capsys, "txt", out, *"-e 2 -N 2 -k 3 --map-seed 5".split(), *extra)
     k = 18 if strategy == "none" else 3
     assert rel.shape == (len(TEXTS), k)
     assert rel.params["epsilon"] == 2 and rel.params["precision_N"] == 2
@@ -102,29 +83,7 @@ def test_privatize_jsonl_column_group_and_clamp(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "rel"
-    code, _, err = run(
-        [
-            "bow",
-            "privatize",
-            str(files["jsonl"]),
-            "-c",
-            "body",
-            "-o",
-            str(out),
-            "-e",
-            "1",
-            "-k",
-            "4",
-            "-g",
-            "2",
-            "--clamp",
-            "-q",
-            *common(files),
-        ],
-        capsys,
-    )
-    assert code == 0, err
-    rel = load_release(out)
+    rel, _ = privatized(files, capsys, "jsonl", out, *"-c body -e 1 -k 4 -g 2 --clamp -q".split())
     assert rel.shape == (3, 4) and rel.matrix.toarray().min() >= 0
     assert rel.params["clamp_at_zero"] is True and rel.params["group"] == 2
 
@@ -133,28 +92,7 @@ def test_noiseless_cli_release_equals_the_counts(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "rel"
-    code, _, err = run(
-        [
-            "bow",
-            "privatize",
-            str(files["jsonl"]),
-            "-c",
-            "body",
-            "-o",
-            str(out),
-            "-e",
-            "1000",
-            "--strategy",
-            "none",
-            "-q",
-            "--batch-size",
-            "2",
-            *common(files),
-        ],
-        capsys,
-    )
-    assert code == 0, err
-    rel = load_release(out)
+    rel, _ = privatized(files, capsys, "jsonl", out, *"-c body -e 1000 --strategy none -q --batch-size 2".split())
     idx = {w: i for i, w in enumerate(rel.vocabulary.words)}
     assert rel.matrix[1, idx["rocket"]] == 1 and rel.matrix[4, idx["rocket"]] == 2
     assert rel.matrix[3].sum() == 0 and rel.matrix[0, idx["hockey"]] == 1
@@ -162,13 +100,8 @@ def test_noiseless_cli_release_equals_the_counts(
 
 def test_inspect(files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "rel"
-    assert (
-        run(
-            ["bow", "privatize", str(files["txt"]), "-o", str(out), "-e", "1", "-k", "3", "-q", *common(files)], capsys
-        )[0]
-        == 0
-    )
-    code, stdout, _ = run(["bow", "inspect", str(out), "--show-bins", "2"], capsys)
+    privatized(files, capsys, "txt", out, "-e", "1", "-k", "3", "-q")
+    code, stdout, _ = run_cli(["bow", "inspect", str(out), "--show-bins", "2"], capsys)
     assert code == 0 and "matrix 5 x 3" in stdout and "bin 1:" in stdout
 
 
@@ -188,21 +121,7 @@ def test_inspect(files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureF
 def test_privatize_errors(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], code: int, needle: str
 ) -> None:
-    args = [
-        "bow",
-        "privatize",
-        str(files["txt"]),
-        "-o",
-        str(tmp_path / "o"),
-        "-e",
-        "1",
-        "-k",
-        "3",
-        "-q",
-        *common(files),
-        *extra,
-    ]
-    got, _, err = run(args, capsys)
+    got, _, err = run_cli(privatize_args(files, "txt", tmp_path / "o", "-e", "1", "-k", "3", "-q", *extra), capsys)
     assert got == code and needle in err and SECRET not in err
     assert not (tmp_path / "o").exists()
 
@@ -211,47 +130,16 @@ def test_report_must_stay_outside_the_release(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "o"
-    code, _, err = run(
-        [
-            "bow",
-            "privatize",
-            str(files["txt"]),
-            "-o",
-            str(out),
-            "-e",
-            "1",
-            "-k",
-            "3",
-            "-q",
-            "--report",
-            str(out / "r.json"),
-            *common(files),
-        ],
-        capsys,
+    code, _, err = run_cli(
+        privatize_args(files, "txt", out, "-e", "1", "-k", "3", "-q", "--report", str(out / "r.json")), capsys
     )
     assert code == 2 and "--report" in err
 
 
 def test_map_from_data_is_recorded(files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "o"
-    code, _, err = run(
-        [
-            "bow",
-            "privatize",
-            str(files["txt"]),
-            "-o",
-            str(out),
-            "-e",
-            "1",
-            "-k",
-            "3",
-            "--map-from-data",
-            *common(files),
-        ],
-        capsys,
-    )
-    assert code == 0 and "leaks" in err
-    rel = load_release(out)
+    rel, err = privatized(files, capsys, "txt", out, "-e", "1", "-k", "3", "--map-from-data")
+    assert "leaks" in err
     assert "private data" in rel.params["bin_map"]["frequency_source"]
     assert "leaks" in rel.params["map_assumption"]
 
@@ -260,28 +148,9 @@ def test_public_corpus_sets_the_frequency_prior(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "o"
-    code, _, err = run(
-        [
-            "bow",
-            "privatize",
-            str(files["txt"]),
-            "-o",
-            str(out),
-            "-e",
-            "1",
-            "-k",
-            "3",
-            "-q",
-            "--public-corpus",
-            str(files["jsonl"]),
-            "--public-column",
-            "body",
-            *common(files),
-        ],
-        capsys,
-    )
-    assert code == 0, err
-    assert "public corpus" in load_release(out).params["bin_map"]["frequency_source"]
+    extra = ["--public-corpus", str(files["jsonl"]), "--public-column", "body"]
+    rel, _ = privatized(files, capsys, "txt", out, "-e", "1", "-k", "3", "-q", *extra)
+    assert "public corpus" in rel.params["bin_map"]["frequency_source"]
 
 
 def test_parse_size() -> None:
@@ -372,7 +241,7 @@ def test_evaluate_cli_on_shared_data(tmp_path: Path, capsys: pytest.CaptureFixtu
     from conftest import shared_data
 
     root = shared_data("cfpb").parent
-    code, _, err = run(
+    code, _, err = run_cli(
         [
             "bow",
             "evaluate",

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import itertools
 import math
-import warnings
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from scipy import stats
 
-from deniable import InvalidParameterError, NotPrivateWarning, seeded_generator
+from deniable import InvalidParameterError
 from deniable.bow import (
     TwoSidedGeometric,
     lplp_alpha,
@@ -22,34 +20,9 @@ from deniable.bow import (
     two_sided_geometric_pmf,
 )
 from deniable.bow.noise import MIN_RATE
+from lplp_helpers import chacha, gof_pvalue
 
 FALSE_ALARM = 1e-6
-
-
-def chacha(seed: int) -> np.random.Generator:
-    """The project's ChaCha20 generator (the one the mechanisms use), seeded for the test."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", NotPrivateWarning)
-        return seeded_generator(seed, warn=False)
-
-
-def gof_pvalue(samples: np.ndarray, alpha: float, min_expected: float = 20.0) -> float:
-    """Chi-square goodness of fit of integer samples to the two-sided geometric pmf.
-
-    Cells: every k with expected count >= ``min_expected``, and the two tails merged.
-    """
-    n = samples.size
-    kmax = 0
-    while n * two_sided_geometric_pmf(kmax + 1, alpha) >= min_expected:
-        kmax += 1
-    ks = np.arange(-kmax, kmax + 1)
-    expected = n * two_sided_geometric_pmf(ks, alpha)
-    tail = n - expected.sum()  # both tails together
-    observed = np.array([np.sum(samples == k) for k in ks.tolist()], dtype=np.float64)
-    obs_tail = float(np.sum(np.abs(samples) > kmax))
-    obs = np.append(observed, obs_tail)
-    exp = np.append(expected, tail)
-    return float(stats.chisquare(obs, exp).pvalue)
 
 
 # ------------------------------------------------------------------------- pmf

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import numpy as np
 import pytest
 
@@ -17,34 +19,27 @@ def emb():  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize(
-    ("max_unchanged", "min_support", "percentile", "support"),
-    [(0.5, 10, 100, "distinct"), (0.3, None, 100, "distinct"), (None, 20, 90, "eta"), (0.6, 5, 95, "distinct")],
+    "cons",
+    [
+        Constraints(0.5, 10, 100, "distinct"),
+        Constraints(0.3, None, 100, "distinct"),
+        Constraints(None, 20, 90, "eta"),
+        Constraints(0.6, 5, 95, "distinct"),
+    ],
 )
-def test_choice_meets_constraints_and_slightly_larger_does_not(  # type: ignore[no-untyped-def]
-    emb, max_unchanged, min_support, percentile, support
-) -> None:
+def test_choice_meets_constraints_and_slightly_larger_does_not(emb, cons: Constraints) -> None:  # type: ignore[no-untyped-def]
     rtol = 0.02
-    res = choose_epsilon(
-        lambda e: RefTEM(emb, e),
-        low=0.5,
-        high=200.0,
-        max_unchanged=max_unchanged,
-        min_support=min_support,
-        percentile=percentile,
-        support=support,
-        rtol=rtol,
-        samples=1000,
-    )
+    res = choose_epsilon(lambda e: RefTEM(emb, e), low=0.5, high=200.0, rtol=rtol, samples=1000, **asdict(cons))
     assert res.epsilon is not None and res.next_epsilon is not None
     assert res.next_epsilon <= res.epsilon * (1 + rtol) * (1 + 1e-9)
     assert res.monotone, res.violations
-    cons = res.constraints
+    assert res.constraints == cons
     # re-evaluate both independently
     ok = check_constraints(plausible_deniability(RefTEM(emb, res.epsilon), samples=1000), cons)
     bad = check_constraints(plausible_deniability(RefTEM(emb, res.next_epsilon), samples=1000), cons)
     assert ok.feasible and not bad.feasible
-    if max_unchanged is not None and percentile == 100:
-        assert ok.unchanged <= max_unchanged
+    if cons.max_unchanged is not None and cons.percentile == 100:
+        assert ok.unchanged <= cons.max_unchanged
     # every evaluation is reported, sorted, with its statistics
     eps = [e.epsilon for e in res.evaluations]
     assert eps == sorted(eps) and len(eps) >= 8

@@ -48,15 +48,6 @@ def test_plots_alone(tmp_path: Path) -> None:
     assert plot_averages(stats, tmp_path / "a.png").read_bytes()[:8] == PNG
 
 
-@pytest.fixture(scope="module")
-def emb_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from conftest import make_toy_embedding
-
-    path = tmp_path_factory.mktemp("emb") / "toy"
-    make_toy_embedding().save(path)
-    return path
-
-
 def test_cli_calibrate_report(emb_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("matplotlib")
     rep = tmp_path / "calib"

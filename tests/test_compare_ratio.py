@@ -11,7 +11,7 @@ from conftest import make_tiny_embedding
 from deniable import BinaryRandomizedResponse, Embedding, InvalidParameterError, MultivariateLaplace
 from deniable.calibrate import privacy_ratio
 from deniable.calibrate.compare import PrivacyRatio, mean_pairwise_distance, pair_distances
-from deniable.mechanisms.base import Mechanism
+from fake_mechanisms import FakeMechanism
 
 
 def line_embedding(n: int, scale: float = 1.0) -> Embedding:
@@ -64,15 +64,10 @@ def test_madlib_vs_brr_and_the_standard_error_shrinks() -> None:
     assert abs(big.b.mean - exact_b) < 5 * big.b.std_error
 
 
-class _Odd(Mechanism):
+class _Odd(FakeMechanism):
     """A mechanism whose distance is not a metric on its vectors (exercises the scalar fallback)."""
 
     name = "odd"
-    metric = "euclidean"
-
-    def __init__(self, emb: Embedding) -> None:
-        self.embedding = emb
-        self.epsilon = 1.0
 
     def _privatize(self, ids, rng):  # type: ignore[no-untyped-def]
         return np.asarray(ids)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from deniable.cli import run_app
+from fake_mechanisms import run_cli
 
 SPORT = ["hockey", "soccer", "puck", "goal", "game", "match"]
 SPACE = ["nasa", "esa", "rocket", "orbit", "launch"]
@@ -37,12 +37,6 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return out
 
 
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = run_app(args)
-    cap = capsys.readouterr()
-    return code, cap.out, cap.err
-
-
 def base(files: dict[str, Path], out: Path) -> list[str]:
     return [
         "evaluate", "--task", "file", "--data", str(files["train"]), "--test", str(files["test"]),
@@ -57,7 +51,7 @@ def test_cli_writes_tables_and_plots(
     out = tmp_path / "res"
     args = [*base(files, out), "--mechanism", "madlib", "--epsilon", "0.5,1e9", "--model", "tfidf", "--repeats", "2",
             "--train-size", "30", "--test-size", "30"]  # fmt: skip
-    code, stdout, stderr = run(args, capsys)
+    code, stdout, stderr = run_cli(args, capsys)
     assert code == 0, stderr
     for name in ("results.csv", "runs.csv", "results.md", "settings.json", "accuracy.png", "mia_auc.png"):
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
@@ -96,18 +90,18 @@ def test_cli_writes_tables_and_plots(
 def test_cli_errors_name_the_parameter(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], name: str
 ) -> None:
-    code, _, stderr = run([*base(files, tmp_path / "o"), "--epsilon", "1", "--no-plots", *extra], capsys)
+    code, _, stderr = run_cli([*base(files, tmp_path / "o"), "--epsilon", "1", "--no-plots", *extra], capsys)
     assert code == 2
     assert name in stderr and SECRET not in stderr
 
 
 def test_cli_missing_data_and_hf(files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    code, _, stderr = run(["evaluate", "--data", str(tmp_path / "none"), "--task", "imdb", "--out", str(tmp_path)],
+    code, _, stderr = run_cli(["evaluate", "--data", str(tmp_path / "none"), "--task", "imdb", "--out", str(tmp_path)],
                           capsys)  # fmt: skip
     assert code == 3 and "does not exist" in stderr
     monkeypatch.setitem(sys.modules, "datasets", None)
-    code, _, stderr = run(["evaluate", "--data", "imdb", "--task", "hf", "--out", str(tmp_path / "o")], capsys)
+    code, _, stderr = run_cli(["evaluate", "--data", "imdb", "--task", "hf", "--out", str(tmp_path / "o")], capsys)
     assert code == 3 and "datasets" in stderr
 
 
@@ -117,7 +111,7 @@ def test_cli_on_a_slice_of_insuranceqa(tmp_path: Path, capsys: pytest.CaptureFix
     folder = shared_data("insuranceqa")
     make_toy_embedding().save(tmp_path / "emb")
     out = tmp_path / "qa"
-    code, _, stderr = run(
+    code, _, stderr = run_cli(
         ["evaluate", "--data", str(folder), "--task", "insuranceqa", "--embedding", str(tmp_path / "emb"),
          "--mechanism", "madlib", "--epsilon", "1e9", "--train-size", "300", "--test-size", "40", "--repeats", "1",
          "--negatives", "9", "--seed", "0", "--out", str(out), "--no-plots", "-q"],

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
-
 import numpy as np
-import numpy.typing as npt
 import pytest
 
 from deniable import Embedding
@@ -29,28 +25,11 @@ from deniable.experiments import (
     train_attack,
 )
 from deniable.experiments.harness import truncate_words
-from deniable.mechanisms.base import Mechanism
+from fake_mechanisms import RandomWords
 
 SPORT = ["hockey", "soccer", "puck", "goal", "game", "match"]
 SPACE = ["nasa", "esa", "rocket", "orbit", "launch"]
 FUNC = ["the", "a", "was", "is", "it", "great", "good"]
-
-
-@dataclass(frozen=True, eq=False)
-class RandomWords(Mechanism):
-    """Every token becomes a uniformly random vocabulary word (destroys all signal)."""
-
-    name: ClassVar[str] = "random"
-    metric: ClassVar[str] = "euclidean"  # type: ignore[misc]
-    embedding: Embedding
-    epsilon: float
-
-    def _privatize(self, ids: npt.ArrayLike, rng: np.random.Generator) -> npt.NDArray[np.int64]:
-        a = np.asarray(ids, dtype=np.int64)
-        return rng.integers(0, self.embedding.size, size=a.shape)
-
-    def distance(self, w: int, w2: int) -> float:
-        return 0.0
 
 
 def topic_task(n: int = 240, seed: int = 0) -> TaskData:

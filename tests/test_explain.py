@@ -71,15 +71,6 @@ def test_example_outputs() -> None:
     assert table["w0"][50.0] == ["w0"] * 5
 
 
-@pytest.fixture(scope="module")
-def emb_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from conftest import make_toy_embedding
-
-    path = tmp_path_factory.mktemp("emb") / "toy"
-    make_toy_embedding().save(path)
-    return path
-
-
 def test_cli_explain(emb_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = run_app(["explain", "hockey", "-e", "2", "--embedding", str(emb_dir), "--seed", "1", "--draws", "2000"])
     out = capsys.readouterr().out

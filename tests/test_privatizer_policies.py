@@ -13,23 +13,7 @@ from hypothesis import strategies as st
 from deniable import Embedding, InvalidParameterError, MultivariateLaplace, NotPrivateWarning, Privatizer
 from deniable.mechanisms.base import Mechanism
 from deniable.text import words
-
-
-class Shift(Mechanism):
-    """Deterministic fake mechanism: id -> id + 1 (mod V)."""
-
-    name = "shift"
-    metric = "euclidean"
-
-    def __init__(self, embedding: Embedding) -> None:
-        self.embedding = embedding
-        self.epsilon = 1.0
-
-    def _privatize(self, ids, rng):  # type: ignore[no-untyped-def]
-        return (np.asarray(ids) + 1) % self.embedding.size
-
-    def distance(self, w: int, w2: int) -> float:
-        return 0.0
+from fake_mechanisms import Shift
 
 
 def _emb(*vocab: str) -> Embedding:

@@ -11,14 +11,11 @@ from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
-import numpy.typing as npt
 import pytest
 
 from deniable import Embedding
 from deniable._errors import InvalidParameterError, NotPrivateWarning
-from deniable.cli import run_app
 from deniable.mechanisms import (
-    Mechanism,
     Option,
     check_epsilon_option,
     make_mechanism,
@@ -29,27 +26,22 @@ from deniable.mechanisms import (
     unregister,
     validate_options,
 )
+from fake_mechanisms import Shift, run_cli
 
 SECRET = "Secretword"
 
 
 @dataclass(frozen=True, eq=False)
-class ShiftMechanism(Mechanism):
+class ShiftMechanism(Shift):
     """A toy (NOT private) mechanism: word id -> id + shift (mod V). Only here to test the registry."""
 
     name: ClassVar[str] = "toyshift"
     metric: ClassVar[str] = "index"  # type: ignore[misc]
-
-    embedding: Embedding
-    epsilon: float
     shift: int = 0
 
     options: ClassVar[tuple[Option, ...]] = (
         Option("shift", int, 0, low=0, high=3, client=True, help="how far ids move (toyshift help)"),
     )
-
-    def _privatize(self, ids: npt.NDArray[np.int64], rng: np.random.Generator) -> npt.NDArray[np.int64]:
-        return (ids + self.shift) % self.embedding.size
 
     def distance(self, w: int, w2: int) -> float:
         return float(abs(w - w2))
@@ -64,12 +56,6 @@ def toy_registered() -> Iterator[str]:
         unregister("toyshift")
 
 
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = run_app(args)
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
 # -- the proof: one registration, seen everywhere ----------------------------------------------
 def test_registered_mechanism_reaches_the_cli(
     toy_registered: str,
@@ -79,22 +65,22 @@ def test_registered_mechanism_reaches_the_cli(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("COLUMNS", "250")
-    code, out, _ = run(["privatize", "--help"], capsys)
+    code, out, _ = run_cli(["privatize", "--help"], capsys)
     assert code == 0 and "--shift" in out and "toyshift help" in out
     src = tmp_path / "in.txt"
     src.write_text("hockey soccer\n", encoding="utf-8")
     dst = tmp_path / "out.txt"
     base = ["privatize", str(src), "-o", str(dst), "-e", "1", "--embedding", str(emb_dir), "-q"]
-    code, _, _ = run([*base, "--mechanism", "toyshift", "--shift", "1"], capsys)
+    code, _, _ = run_cli([*base, "--mechanism", "toyshift", "--shift", "1"], capsys)
     assert code == 0
     assert (
         dst.read_text(encoding="utf-8") == "Soccer puck\n"
     )  # sentence case; toy vocabulary: hockey, soccer, puck, ...
-    code, _, err = run([*base, "--mechanism", "toyshift", "--shift", "7"], capsys)
+    code, _, err = run_cli([*base, "--mechanism", "toyshift", "--shift", "7"], capsys)
     assert code == 2 and "--shift" in err
-    code, _, err = run([*base, "--mechanism", "madlib", "--shift", "1"], capsys)
+    code, _, err = run_cli([*base, "--mechanism", "madlib", "--shift", "1"], capsys)
     assert code == 2 and "--shift" in err and "madlib" in err
-    code, _, err = run([*base, "--mechanism", "toyshift", "--gamma", "1"], capsys)
+    code, _, err = run_cli([*base, "--mechanism", "toyshift", "--gamma", "1"], capsys)
     assert code == 2 and "--gamma" in err
 
 
@@ -242,7 +228,7 @@ def test_help_lists_every_registered_option(
 ) -> None:
     monkeypatch.setenv("COLUMNS", "250")
     for command in ("privatize", "explain", "calibrate", "evaluate", "compare"):
-        code, out, _ = run([command, "--help"], capsys)
+        code, out, _ = run_cli([command, "--help"], capsys)
         assert code == 0
         for name in mechanism_names():
             for opt in options_of(name):
@@ -261,7 +247,7 @@ def test_library_names_become_flags_in_cli_errors(
     monkeypatch.setattr(deniable.io, "transform_file", fail)
     src = tmp_path / "in.csv"
     src.write_text("a\nb\n", encoding="utf-8")
-    code, _, err = run(
+    code, _, err = run_cli(
         ["privatize", str(src), "-o", str(tmp_path / "o.csv"), "-e", "1", "--embedding", str(emb_dir)], capsys
     )
     assert code == 2 and "--column='body'" in err

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import make_tiny_embedding, make_toy_embedding
+from conftest import make_tiny_embedding
 from deniable import Embedding, InvalidParameterError, Privatizer, ResourceLimitError
 from deniable.mechanisms import make_mechanism
 from deniable.mechanisms.tem import TruncatedExponential, theorem3_gamma
@@ -372,13 +372,6 @@ def test_privatizer_integration(toy_embedding: Embedding) -> None:
 
 
 # -- the command line -------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def emb_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("temb") / "toy"
-    make_toy_embedding().save(path)
-    return path
 
 
 def test_cli_privatize_with_tem(emb_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deniable import Embedding, InvalidParameterError, MultivariateLaplace, NotPrivateWarning, Privatizer
-from deniable.mechanisms.base import Mechanism
 from deniable.text import apply_case, join, split, words
+from fake_mechanisms import Shift
 
 TOY_WORDS = ["hockey", "soccer", "puck", "goal", "game", "match", "nasa", "esa", "the", "great"]
 
@@ -68,23 +68,6 @@ def keep_all(toy: Embedding) -> Privatizer:
 def test_huge_epsilon_returns_the_input_exactly(keep_all: Privatizer, t: str) -> None:
     assert keep_all.privatize(t) == t
     assert keep_all.privatize_batch([t, "", t]) == [t, "", t]
-
-
-class Shift(Mechanism):
-    """A deterministic fake mechanism: id -> id + 1 (mod V), to check the text plumbing."""
-
-    name = "shift"
-    metric = "euclidean"
-
-    def __init__(self, embedding: Embedding) -> None:
-        self.embedding = embedding
-        self.epsilon = 1.0
-
-    def _privatize(self, ids, rng):  # type: ignore[no-untyped-def]
-        return (np.asarray(ids) + 1) % self.embedding.size
-
-    def distance(self, w: int, w2: int) -> float:
-        return 0.0
 
 
 def test_case_pattern_and_separators_are_kept_with_case_keep() -> None:

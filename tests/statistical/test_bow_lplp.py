@@ -14,13 +14,11 @@
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 import pytest
 from scipy import stats
 
-from deniable import NotPrivateWarning, seeded_generator
 from deniable.bow import (
     BinMap,
     BowPrivatizer,
@@ -28,31 +26,11 @@ from deniable.bow import (
     TwoSidedGeometric,
     Vocabulary,
     sample_two_sided_geometric,
-    two_sided_geometric_pmf,
 )
+from lplp_helpers import chacha, gof_pvalue
 
 pytestmark = pytest.mark.slow
 FALSE_ALARM = 1e-6
-
-
-def chacha(seed: int) -> np.random.Generator:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", NotPrivateWarning)
-        return seeded_generator(seed, warn=False)
-
-
-def gof_pvalue(samples: np.ndarray, alpha: float, min_expected: float = 20.0) -> float:
-    n = samples.size
-    kmax = 0
-    while n * two_sided_geometric_pmf(kmax + 1, alpha) >= min_expected:
-        kmax += 1
-    ks = np.arange(-kmax, kmax + 1)
-    expected = n * two_sided_geometric_pmf(ks, alpha)
-    clipped = np.clip(samples, -kmax - 1, kmax + 1)
-    hist = np.bincount(clipped + kmax + 1, minlength=2 * kmax + 3).astype(np.float64)
-    observed = np.append(hist[1:-1], hist[0] + hist[-1])
-    exp = np.append(expected, n - expected.sum())
-    return float(stats.chisquare(observed, exp).pvalue)
 
 
 @pytest.mark.parametrize("alpha", [0.05, 0.5, 0.9, 0.99])

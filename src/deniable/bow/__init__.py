@@ -23,52 +23,12 @@ See ``docs/bow.md`` for the guarantee, what is released, and measured utility.
 
 from __future__ import annotations
 
-from .compress import (
-    STRATEGIES,
-    BinMap,
-    frequency_bin_map,
-    group_rows,
-    identity_bin_map,
-    make_bin_map,
-    random_bin_map,
-    semantic_bin_map,
-)
-from .noise import (
-    TwoSidedGeometric,
-    lplp_alpha,
-    lplp_max_log_ratio,
-    lplp_privacy_loss,
-    sample_two_sided_geometric,
-    two_sided_geometric_logpmf,
-    two_sided_geometric_pmf,
-)
-from .pipeline import BowPrivatizer, estimate_release_bytes
-from .release import BowRelease, NoiseReport, load_release
-from .vectorize import BowVectorizer, Vocabulary, count_words, zipf_weights
+from . import compress, noise, pipeline, release, vectorize
+from .compress import *  # noqa: F403
+from .noise import *  # noqa: F403
+from .pipeline import *  # noqa: F403
+from .release import *  # noqa: F403
+from .vectorize import *  # noqa: F403
 
-__all__ = [
-    "STRATEGIES",
-    "BinMap",
-    "BowPrivatizer",
-    "BowRelease",
-    "BowVectorizer",
-    "NoiseReport",
-    "TwoSidedGeometric",
-    "Vocabulary",
-    "count_words",
-    "estimate_release_bytes",
-    "frequency_bin_map",
-    "group_rows",
-    "identity_bin_map",
-    "load_release",
-    "lplp_alpha",
-    "lplp_max_log_ratio",
-    "lplp_privacy_loss",
-    "make_bin_map",
-    "random_bin_map",
-    "sample_two_sided_geometric",
-    "semantic_bin_map",
-    "two_sided_geometric_logpmf",
-    "two_sided_geometric_pmf",
-    "zipf_weights",
-]
+# every public name of the submodules, listed once: in the submodule's own ``__all__``
+__all__ = [*compress.__all__, *noise.__all__, *pipeline.__all__, *release.__all__, *vectorize.__all__]

@@ -14,7 +14,7 @@ import typer
 
 from .._errors import DataError, InvalidParameterError
 from .._validation import check_epsilon, check_int
-from ._common import app, err, seeded, warn_seed
+from ._common import app, err, parse_floats, seeded, warn_seed
 
 __all__ = ["bow_app", "parse_size"]
 
@@ -48,16 +48,6 @@ def _ints(name: str, text: str, minimum: int = 1) -> list[int]:
     if not values:
         raise InvalidParameterError(name, text, "at least one integer")
     return [check_int(name, v, minimum=minimum) for v in values]
-
-
-def _floats(name: str, text: str) -> list[float]:
-    try:
-        values = [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise InvalidParameterError(name, text, "comma-separated numbers, e.g. 1,3,10") from None
-    if not values:
-        raise InvalidParameterError(name, text, "at least one number")
-    return [check_epsilon(v, name) for v in values]
 
 
 @bow_app.command("privatize")
@@ -423,8 +413,8 @@ def evaluate_cmd(
             dataset=name,
             data_dir=str(root),
             n_docs=docs,
-            epsilons=_floats("--epsilons", epsilons),
-            precisions=_floats("--precisions", precisions),
+            epsilons=parse_floats("--epsilons", epsilons),
+            precisions=parse_floats("--precisions", precisions),
             bins=_ints("--bins", bins, 2),
             strategies=strat,
             n_topics=topics,

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ._common import app, err, load_embedding_option
+from ._common import VocabSizeOpt, app, err, load_embedding_option
 
 __all__ = ["export_device_cmd", "float_sizes"]
 
@@ -45,7 +45,7 @@ def export_device_cmd(
         str | None,
         typer.Option("--embedding", help="Float embedding to binarize (default: built-in GloVe 6B 50-d)."),
     ] = None,
-    vocab_size: Annotated[int | None, typer.Option("--vocab-size", help="Keep only the N most frequent words.")] = None,
+    vocab_size: VocabSizeOpt = None,
     binarizer_seed: Annotated[
         int, typer.Option("--binarizer-seed", help="Seed of the binarizer's training (public; not privacy noise).")
     ] = 0,

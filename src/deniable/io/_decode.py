@@ -90,6 +90,31 @@ def csv_reader(lines: Iterator[str], delimiter: str) -> tuple[Any, dict[str, Any
     return csv.reader(lines, delimiter=delimiter, strict=False, **dialect), dialect
 
 
+def csv_header(reader: Any) -> list[str]:
+    """The header row of a csv reader (an empty input is a DataError)."""
+    try:
+        return next(reader)
+    except StopIteration:
+        raise DataError("the CSV input is empty (no header row)") from None
+
+
+def csv_records(reader: Any) -> Iterator[tuple[int, list[str]]]:
+    """The rows after the header as ``(row number, cells)``, the header being row 1.
+
+    Malformed CSV is a DataError naming the row and the line.
+    """
+    row_number = 1
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise DataError(f"row {row_number + 1} (line {reader.line_num}): malformed CSV ({exc})") from None
+        row_number += 1
+        yield row_number, row
+
+
 def ragged(row_number: int, line: int, fields: int, header: int) -> DataError:
     return DataError(f"row {row_number} (line {line}) has {fields} fields but the header has {header}")
 

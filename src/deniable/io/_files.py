@@ -18,6 +18,7 @@ from types import FrameType
 from typing import IO, Any
 
 from .._errors import DataError, InvalidParameterError
+from .._progress import progress
 from ._formats import is_gz, is_std
 
 PARTIAL_SUFFIX = ".partial"
@@ -102,6 +103,26 @@ def open_input(path: str | Path) -> Iterator[tuple[IO[bytes], Callable[[], int],
         stream: Any = _CheckedGzip(raw, str(p)) if is_gz(p) else raw
         _check_encoding(stream, str(p))
         yield stream, raw.tell, total
+
+
+@contextlib.contextmanager
+def open_input_with_progress(
+    path: str | Path, description: str, show_progress: bool | None
+) -> Iterator[tuple[IO[bytes], Callable[[], None]]]:
+    """:func:`open_input` with a progress bar in bytes: yield (binary stream, ``tick``).
+
+    ``tick()`` advances the bar to the stream's current position (no bar without a known size).
+    """
+    with open_input(path) as (stream, position, total):
+        with progress(total, description, enabled=show_progress and total is not None) as advance:
+            last = [0]
+
+            def tick() -> None:
+                now = position()
+                advance(now - last[0])
+                last[0] = now
+
+            yield stream, tick
 
 
 # ------------------------------------------------------------------------ output

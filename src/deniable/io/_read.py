@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -10,8 +9,8 @@ from typing import Any
 
 from .._errors import DataError, InvalidParameterError
 from .._progress import progress
-from ._decode import csv_reader, decoded_lines, json_object, ragged, too_long
-from ._files import open_input
+from ._decode import csv_header, csv_reader, csv_records, decoded_lines, json_object, ragged, too_long
+from ._files import open_input_with_progress
 from ._formats import detect_format, is_std
 
 MISSING = ("error", "empty", "skip")
@@ -84,10 +83,7 @@ def _txt_rows(stream: Any, columns: list[str] | None) -> Iterator[Any]:
 
 def _csv_rows(stream: Any, columns: list[str] | None, delimiter: str) -> Iterator[Any]:
     reader, _ = csv_reader(decoded_lines(stream), delimiter)
-    try:
-        header = next(reader)
-    except StopIteration:
-        raise DataError("the CSV input is empty (no header row)") from None
+    header = csv_header(reader)
     names = header if columns is None else columns
     for c in names:
         if c not in header:
@@ -96,15 +92,7 @@ def _csv_rows(stream: Any, columns: list[str] | None, delimiter: str) -> Iterato
             )
     positions = [header.index(c) for c in names]
     yield names
-    row_number = 1
-    while True:
-        try:
-            row = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as exc:
-            raise DataError(f"row {row_number + 1} (line {reader.line_num}): malformed CSV ({exc})") from None
-        row_number += 1
+    for row_number, row in csv_records(reader):
         if not row:  # a blank line is not a record
             continue
         if len(row) > len(header):
@@ -234,22 +222,14 @@ def _batches(
         with progress(total, "reading rows", enabled=show_progress) as adv:
             yield from batched(_parquet_batches(path, cols, batch_size, numbers, adv), lambda: None)
         return
-    with open_input(path) as (stream, position, total):
-        with progress(total, "reading bytes", enabled=show_progress and total is not None) as adv:
-            last = [0]
-
-            def tick() -> None:
-                now = position()
-                adv(now - last[0])
-                last[0] = now
-
-            if fmt == "txt":
-                rows = _txt_rows(stream, cols)
-            elif fmt == "jsonl":
-                rows = _jsonl_rows(stream, cols, numbers)
-            else:
-                rows = _csv_rows(stream, cols, "\t" if fmt == "tsv" else ",")
-            yield from batched(rows, tick)
+    with open_input_with_progress(path, "reading bytes", show_progress) as (stream, tick):
+        if fmt == "txt":
+            rows = _txt_rows(stream, cols)
+        elif fmt == "jsonl":
+            rows = _jsonl_rows(stream, cols, numbers)
+        else:
+            rows = _csv_rows(stream, cols, "\t" if fmt == "tsv" else ",")
+        yield from batched(rows, tick)
 
 
 def iter_batches(

@@ -6,18 +6,19 @@ import csv
 import io
 import json
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from .._errors import DataError, InvalidParameterError
 from .._progress import progress
-from ._decode import csv_reader, decoded_lines, json_object, ragged, too_long
-from ._files import atomic_output, open_input
+from ._decode import csv_header, csv_reader, csv_records, decoded_lines, json_object, ragged, too_long
+from ._files import atomic_output, open_input_with_progress
 from ._formats import check_output_format, detect_format, is_std
 
 TextFn = Callable[[list[str]], list[str]]
+T = TypeVar("T")
 
 #: default limit on one record's text (a line, a CSV row, a JSON record, a Parquet cell)
 MAX_RECORD_CHARS = 4 * 2**20
@@ -41,25 +42,34 @@ def check_columns(columns: Sequence[str] | None, fmt: str) -> list[str]:
     return cols
 
 
+def _batched(
+    records: Iterable[T], batch_size: int, flush: Callable[[list[T]], list[str]], tick: Callable[[], None]
+) -> Iterator[list[str]]:
+    """Group ``records`` in batches of ``batch_size``; yield ``flush(batch)`` (the texts read), then ``tick()``."""
+    batch: list[T] = []
+    for record in records:
+        batch.append(record)
+        if len(batch) >= batch_size:
+            yield flush(batch)
+            tick()
+            batch = []
+    if batch:
+        yield flush(batch)
+        tick()
+
+
 # --------------------------------------------------------------------------- txt
 def _txt(
     src: IO[bytes], dst: IO[bytes] | None, fn: TextFn, batch_size: int, tick: Callable[[], None], max_chars: int
 ) -> Iterator[list[str]]:
     """Transform (dst given) or iterate (dst None) text lines; yields batches read."""
-    batch: list[str] = []
-    for line in decoded_lines(src, dst, max_chars=max_chars):
-        batch.append(line)
-        if len(batch) >= batch_size:
-            yield batch
-            if dst is not None:
-                dst.write("".join(fn(batch)).encode("utf-8"))
-            tick()
-            batch = []
-    if batch:
-        yield batch
+
+    def flush(batch: list[str]) -> list[str]:
         if dst is not None:
             dst.write("".join(fn(batch)).encode("utf-8"))
-        tick()
+        return batch
+
+    return _batched(decoded_lines(src, dst, max_chars=max_chars), batch_size, flush, tick)
 
 
 # --------------------------------------------------------------------------- csv
@@ -124,10 +134,7 @@ def _csv(
                 writer.writerow(row)
 
     try:
-        try:
-            header = next(reader)
-        except StopIteration:
-            raise DataError("the CSV input is empty (no header row)") from None
+        header = csv_header(reader)
         counter[0] = 0
         missing = [c for c in columns if c not in header]
         if missing:
@@ -137,10 +144,8 @@ def _csv(
         positions = [header.index(c) for c in columns]
         if writer is not None:
             writer.writerow(header)  # a header cell with a tab or line break cannot come from TSV input
-        rows: list[list[str]] = []
-        row_number = 1  # the header is row 1
 
-        def flush() -> list[str]:
+        def flush(rows: list[list[str]]) -> list[str]:
             cells: list[tuple[int, int]] = []
             values: list[str] = []
             for r, row in enumerate(rows):
@@ -155,25 +160,14 @@ def _csv(
                 write_rows(rows)
             return values
 
-        while True:
-            try:
-                row = next(reader)
-            except StopIteration:
-                break
-            except csv.Error as exc:
-                raise DataError(f"row {row_number + 1} (line {reader.line_num}): malformed CSV ({exc})") from None
-            counter[0] = 0
-            row_number += 1
-            if row and len(row) != len(header):
-                raise ragged(row_number, reader.line_num, len(row), len(header))
-            rows.append(row)
-            if len(rows) >= batch_size:
-                yield flush()
-                tick()
-                rows = []
-        if rows:
-            yield flush()
-            tick()
+        def records() -> Iterator[list[str]]:
+            for row_number, row in csv_records(reader):
+                counter[0] = 0
+                if row and len(row) != len(header):
+                    raise ragged(row_number, reader.line_num, len(row), len(header))
+                yield row
+
+        yield from _batched(records(), batch_size, flush, tick)
     finally:
         if out_text is not None:
             out_text.flush()
@@ -223,10 +217,10 @@ def _jsonl(
     tick: Callable[[], None],
     max_chars: int,
 ) -> Iterator[list[str]]:
-    # (text spans of the record, or None for a blank line; the line body; its line ending)
-    batch: list[tuple[list[tuple[int, int, str]] | None, str, str]] = []
+    # a record: (text spans of the record, or None for a blank line; the line body; its line ending)
+    Record = tuple[list[tuple[int, int, str]] | None, str, str]
 
-    def flush() -> list[str]:
+    def flush(batch: list[Record]) -> list[str]:
         values = [v for spans, _, _ in batch if spans for _, _, v in spans]
         if dst is not None:
             new = iter(fn(values) if values else [])
@@ -242,12 +236,13 @@ def _jsonl(
             dst.write("".join(parts).encode("utf-8"))
         return values
 
-    for lineno, line in enumerate(decoded_lines(src, dst, max_chars=max_chars), start=1):
-        body = line.rstrip("\r\n")
-        ending = line[len(body) :]
-        if not body.strip():
-            batch.append((None, body, ending))
-        else:
+    def records() -> Iterator[Record]:
+        for lineno, line in enumerate(decoded_lines(src, dst, max_chars=max_chars), start=1):
+            body = line.rstrip("\r\n")
+            ending = line[len(body) :]
+            if not body.strip():
+                yield (None, body, ending)
+                continue
             obj = json_object(body, lineno)
             for c in columns:
                 if c not in obj:
@@ -256,14 +251,9 @@ def _jsonl(
                     )
                 if obj[c] is not None and not isinstance(obj[c], str):
                     raise DataError(f"line {lineno}: column {c!r} holds a {type(obj[c]).__name__}, not text")
-            batch.append((_string_spans(body, columns), body, ending))
-        if len(batch) >= batch_size:
-            yield flush()
-            tick()
-            batch = []
-    if batch:
-        yield flush()
-        tick()
+            yield (_string_spans(body, columns), body, ending)
+
+    return _batched(records(), batch_size, flush, tick)
 
 
 # ----------------------------------------------------------------------- parquet
@@ -395,21 +385,13 @@ def _iter(
         with progress(total, "privatizing rows", enabled=show_progress) as advance:
             yield from _parquet(src, out, fn, cols, batch_size, advance, max_chars)
         return
-    with open_input(src) as (stream, pos, total):
-        with progress(total, "privatizing bytes", enabled=show_progress and total is not None) as advance:
-            last = [0]
-
-            def tick() -> None:
-                p = pos()
-                advance(p - last[0])
-                last[0] = p
-
-            if fmt == "txt":
-                yield from _txt(stream, out, fn, batch_size, tick, max_chars)
-            elif fmt in ("csv", "tsv"):
-                yield from _csv(stream, out, fn, cols, "\t" if fmt == "tsv" else ",", batch_size, tick, max_chars)
-            else:
-                yield from _jsonl(stream, out, fn, cols, batch_size, tick, max_chars)
+    with open_input_with_progress(src, "privatizing bytes", show_progress) as (stream, tick):
+        if fmt == "txt":
+            yield from _txt(stream, out, fn, batch_size, tick, max_chars)
+        elif fmt in ("csv", "tsv"):
+            yield from _csv(stream, out, fn, cols, "\t" if fmt == "tsv" else ",", batch_size, tick, max_chars)
+        else:
+            yield from _jsonl(stream, out, fn, cols, batch_size, tick, max_chars)
 
 
 __all__ = ["MAX_RECORD_CHARS", "IOStats", "is_std", "iter_texts", "transform_file"]
