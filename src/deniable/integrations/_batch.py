@@ -21,7 +21,7 @@ import os
 import threading
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -92,6 +92,19 @@ class BatchPrivatizer:
     case: str = "sentence"
     columns: tuple[str, ...] = ()
     seed: int | None = None
+
+    @classmethod
+    def for_columns(
+        cls, columns: Sequence[str] | str, mechanism: str = "madlib", epsilon: float = 10.0, **params: Any
+    ) -> BatchPrivatizer:
+        """The engines' one front: ``params`` are this class's other fields (``embedding``,
+        ``vocab_size``, ``vocabulary``, ``oov``, ``case``, ``seed``) and, beyond them, the
+        mechanism's declared options (e.g. ``gamma=`` for TEM)."""
+        own = {f.name for f in fields(cls)} - {"mechanism", "epsilon", "options", "columns"}
+        options = {k: v for k, v in params.items() if k not in own}
+        kept = {k: v for k, v in params.items() if k in own}
+        cols = (columns,) if isinstance(columns, str) else tuple(columns)
+        return cls(mechanism=mechanism, epsilon=epsilon, options=options, columns=cols, **kept)
 
     def __post_init__(self) -> None:
         from ..mechanisms import validate_options

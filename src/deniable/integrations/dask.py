@@ -26,26 +26,12 @@ def privatize(
     columns: Sequence[str] | str,
     mechanism: str = "madlib",
     epsilon: float = 10.0,
-    *,
-    embedding: str | None = None,
-    vocab_size: int | None = None,
-    vocabulary: str = "words",
-    oov: str = "random",
-    case: str = "sentence",
-    seed: int | None = None,
-    **options: Any,
+    **params: Any,
 ) -> Any:
-    """``ddf.map_partitions`` that privatizes ``columns`` and keeps every other column and row."""
-    batch = BatchPrivatizer(
-        mechanism=mechanism,
-        epsilon=epsilon,
-        options=options,
-        embedding=embedding,
-        vocab_size=vocab_size,
-        vocabulary=vocabulary,
-        oov=oov,
-        case=case,
-        columns=tuple([columns] if isinstance(columns, str) else columns),
-        seed=seed,
-    )
+    """``ddf.map_partitions`` that privatizes ``columns`` and keeps every other column and row.
+
+    ``params``: :meth:`BatchPrivatizer.for_columns` (``embedding``, ``vocabulary``, ``oov``,
+    ``case``, ``seed``, ... and the mechanism's declared options).
+    """
+    batch = BatchPrivatizer.for_columns(columns, mechanism, epsilon, **params)
     return ddf.map_partitions(privatize_partition, batch, meta=ddf._meta)

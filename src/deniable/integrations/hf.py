@@ -24,33 +24,18 @@ def privatize(
     mechanism: str = "madlib",
     epsilon: float = 10.0,
     *,
-    embedding: str | None = None,
-    vocab_size: int | None = None,
-    vocabulary: str = "words",
-    oov: str = "random",
-    case: str = "sentence",
-    seed: int | None = None,
     num_proc: int | None = None,
     batch_size: int = 1000,
-    **options: Any,
+    **params: Any,
 ) -> Any:
     """``ds`` with ``columns`` privatized.
 
     The result is never served from the ``datasets`` cache (``load_from_cache_file=False``):
-    each call draws fresh noise.
+    each call draws fresh noise. ``params``: :meth:`BatchPrivatizer.for_columns`
+    (``embedding``, ``vocabulary``, ``oov``, ``case``, ``seed``, ... and the mechanism's
+    declared options).
     """
-    batch = BatchPrivatizer(
-        mechanism=mechanism,
-        epsilon=epsilon,
-        options=options,
-        embedding=embedding,
-        vocab_size=vocab_size,
-        vocabulary=vocabulary,
-        oov=oov,
-        case=case,
-        columns=tuple([columns] if isinstance(columns, str) else columns),
-        seed=seed,
-    )
+    batch = BatchPrivatizer.for_columns(columns, mechanism, epsilon, **params)
     return ds.map(
         batch,
         batched=True,

@@ -22,24 +22,17 @@ def privatize(
     mechanism: str = "madlib",
     epsilon: float = 10.0,
     *,
-    embedding: str | None = None,
-    vocab_size: int | None = None,
-    vocabulary: str = "words",
-    oov: str = "random",
-    case: str = "sentence",
     batch_size: int | None = 1024,
-    **options: Any,
+    **params: Any,
 ) -> Any:
-    """``ds.map_batches`` that privatizes ``columns`` and keeps every other column and row."""
-    batch = BatchPrivatizer(
-        mechanism=mechanism,
-        epsilon=epsilon,
-        options=options,
-        embedding=embedding,
-        vocab_size=vocab_size,
-        vocabulary=vocabulary,
-        oov=oov,
-        case=case,
-        columns=tuple([columns] if isinstance(columns, str) else columns),
-    )
+    """``ds.map_batches`` that privatizes ``columns`` and keeps every other column and row.
+
+    ``params``: :meth:`BatchPrivatizer.for_columns` (``embedding``, ``vocabulary``, ``oov``,
+    ``case``, ... and the mechanism's declared options); no ``seed``.
+    """
+    if params.get("seed") is not None:
+        from .._errors import InvalidParameterError
+
+        raise InvalidParameterError("seed", params["seed"], "None: Ray batches have no stable identity to key a stream")
+    batch = BatchPrivatizer.for_columns(columns, mechanism, epsilon, **params)
     return ds.map_batches(batch, batch_format="pandas", batch_size=batch_size)

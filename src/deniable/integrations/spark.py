@@ -125,34 +125,17 @@ def privatize(
     columns: Sequence[str] | str,
     mechanism: str = "madlib",
     epsilon: float = 10.0,
-    *,
-    embedding: str | None = None,
-    vocab_size: int | None = None,
-    vocabulary: str = "words",
-    oov: str = "random",
-    case: str = "sentence",
-    seed: int | None = None,
-    **options: Any,
+    **params: Any,
 ) -> DataFrame:
     """``df`` with the string ``columns`` privatized; every other column and the row count kept.
 
     ``embedding`` must be a path every executor can read (a shared file system, or a
     folder shipped with ``SparkContext.addFile`` / ``--files`` and named by its local
     path), or ``None`` for the built-in GloVe that ``deniable`` installs on every worker.
-    ``options`` are the mechanism's declared options (e.g. ``gamma=`` for TEM).
+    ``params``: :meth:`BatchPrivatizer.for_columns` (``embedding``, ``vocabulary``, ``oov``,
+    ``case``, ``seed``, ... and the mechanism's declared options, e.g. ``gamma=`` for TEM).
     """
-    batch = BatchPrivatizer(
-        mechanism=mechanism,
-        epsilon=epsilon,
-        options=options,
-        embedding=embedding,
-        vocab_size=vocab_size,
-        vocabulary=vocabulary,
-        oov=oov,
-        case=case,
-        columns=tuple([columns] if isinstance(columns, str) else columns),
-        seed=seed,
-    )
+    batch = BatchPrivatizer.for_columns(columns, mechanism, epsilon, **params)
     return privatize_with_counts(df, batch)[0]
 
 
