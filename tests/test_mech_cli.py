@@ -15,7 +15,7 @@ NEW = ["mahalanobis", "vickrey", "exponential", "santext", "santext_plus", "cust
 def test_all_are_registered_with_declared_options() -> None:
     assert set(NEW) <= set(mechanism_names())
     flags = {o.cli_flag for m in NEW for o in options_of(m) if o.cli}
-    assert {"--lambda", "--vickrey-t", "--custext-k", "--sensitive-fraction", "--metric"} <= flags
+    assert {"--lambda", "--vickrey-t", "--custext-k", "--sensitive-fraction", "--replace-p", "--metric"} <= flags
 
 
 @pytest.mark.parametrize("name", NEW)

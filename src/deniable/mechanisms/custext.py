@@ -16,6 +16,7 @@ between them. It is not metric DP. CusText+ additionally releases stopwords unch
 from __future__ import annotations
 
 import math
+import sys
 import threading
 from dataclasses import dataclass
 from typing import ClassVar
@@ -33,43 +34,46 @@ from .registry import Option
 __all__ = ["CusText", "CusTextPlus", "customized_mapping"]
 
 
-def customized_mapping(vectors: npt.ArrayLike, k: int, *, leaders_per_block: int = 64) -> npt.NDArray[np.int64]:
+def customized_mapping(vectors: npt.ArrayLike, k: int, *, leaders_per_block: int = 1024) -> npt.NDArray[np.int64]:
     """``(G, k)`` output sets partitioning the rows (padded with -1), most similar to their leader first.
 
     Greedy in row order: a leader takes the ``k`` unmapped rows of largest cosine similarity
-    to it (itself first). Blocks of candidate leaders share one matrix product against the
-    still-unmapped rows; a leader whose candidates were taken by an earlier leader of the
-    block is recomputed exactly, so the result is the sequential greedy's.
+    to it (itself first). Blocks of candidate leaders share one top-``4k`` search (faiss inner
+    product on unit rows) against the rows still unmapped at the start of the block; a leader
+    whose candidates were taken by an earlier leader of the block is recomputed exactly
+    against every unmapped row, so the result is the sequential greedy's.
     """
+    import faiss
+
     u = unit_rows(vectors, np.float32)
     v = u.shape[0]
     k = min(k, v)
     mapped = np.zeros(v, dtype=bool)
     groups: list[np.ndarray] = []
-    m = min(v, 2 * k + 8)
+    m = 4 * k + 8
     while not mapped.all():
         free = np.flatnonzero(~mapped)
         leaders = free[:leaders_per_block]
-        cand_cols = free
-        sims = u[leaders] @ u[cand_cols].T  # (B, |free|)
-        sims[np.arange(leaders.size), np.searchsorted(cand_cols, leaders)] = np.inf  # the leader itself first
-        mm = min(m, cand_cols.size)
-        part = np.argpartition(-sims, mm - 1, axis=1)[:, :mm]
-        order = np.argsort(-np.take_along_axis(sims, part, axis=1), axis=1, kind="stable")
-        cands = cand_cols[np.take_along_axis(part, order, axis=1)]
+        mm = min(m, free.size)
+        index = faiss.IndexFlatIP(u.shape[1])
+        index.add(u[free])
+        _, pos = index.search(u[leaders], mm)
+        cands = free[np.maximum(pos, 0)]
+        remaining = free.size
         for i, leader in enumerate(leaders.tolist()):
             if mapped[leader]:
                 continue
-            row = cands[i][~mapped[cands[i]]]
-            remaining = int((~mapped).sum())
             need = min(k, remaining)
-            if row.size < need:  # recompute this leader against every unmapped row
+            row = cands[i][(cands[i] != leader) & ~mapped[cands[i]]]
+            if row.size < need - 1:  # taken by earlier leaders of the block: recompute exactly
                 rest = np.flatnonzero(~mapped)
+                rest = rest[rest != leader]
                 s = u[rest] @ u[leader]
-                s[np.searchsorted(rest, leader)] = np.inf
-                row = rest[np.argsort(-s, kind="stable")]
-            group = row[:need]
+                top = np.argpartition(-s, need - 2)[: need - 1] if need >= 2 else np.empty(0, dtype=np.int64)
+                row = rest[top[np.argsort(-s[top], kind="stable")]]
+            group = np.concatenate([[leader], row[: need - 1]]).astype(np.int64)
             mapped[group] = True
+            remaining -= group.size
             groups.append(group)
     out = np.full((len(groups), k), -1, dtype=np.int64)
     for g, members in enumerate(groups):
@@ -144,6 +148,13 @@ class CusText(Mechanism):
         return found
 
     def _build(self) -> _Tables:
+        if self.embedding.size > 50_000:
+            print(
+                f"deniable: {self.name} builds its output sets of {self.k} words over {self.embedding.size:,} "
+                "words once (minutes on a 400k vocabulary; --vocab-size makes it faster)",
+                file=sys.stderr,
+                flush=True,
+            )
         groups = customized_mapping(self.embedding.vectors, self.k)
         v = self.embedding.size
         group_of = np.empty(v, dtype=np.int64)

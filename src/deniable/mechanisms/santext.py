@@ -104,7 +104,16 @@ class SanTextPlus(ExponentialMechanism):
             client=True,
             help="share of the vocabulary (its rarest words) treated as sensitive",
         ),
-        Option("p", float, 0.3, low=0.0, high=1.0, client=True, help="probability of replacing a non-sensitive word"),
+        Option(
+            "p",
+            float,
+            0.3,
+            low=0.0,
+            high=1.0,
+            client=True,
+            flag="--replace-p",
+            help="probability of replacing a non-sensitive word",
+        ),
         Option(
             "frequency",
             str,
