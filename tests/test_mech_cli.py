@@ -56,3 +56,15 @@ def test_mechanism_flags_reach_the_constructor(emb_dir: Path, capsys: pytest.Cap
     assert "metric=mahalanobis" in capsys.readouterr().out
     assert run_app(["explain", "hockey", "-e", "3", "--mechanism", "vickrey", "--vickrey-t", "2",
                     "--embedding", str(emb_dir)]) == 2  # fmt: skip
+
+
+def test_privatizer_states_what_the_mechanism_does_not_protect() -> None:
+    from conftest import make_toy_embedding
+    from deniable import Privatizer
+    from deniable.mechanisms import make_mechanism
+
+    emb = make_toy_embedding()
+    plus = Privatizer(make_mechanism("santext_plus", emb, 2.0)).describe()["not_protected"]
+    assert any("non-sensitive" in item for item in plus)
+    plain = Privatizer(make_mechanism("santext", emb, 2.0)).describe()["not_protected"]
+    assert not any("non-sensitive" in item for item in plain)
