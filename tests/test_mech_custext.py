@@ -80,3 +80,21 @@ def test_custext_plus_keeps_stopwords_only() -> None:
     assert np.any(out[ids >= 2] != ids[ids >= 2])
     assert np.any(plain.privatize(ids, np.random.default_rng(0))[ids <= 1] != ids[ids <= 1])
     assert "stopwords" in plus.describe()["not_protected"]
+
+
+def test_mapping_is_cached_on_disk_and_reused(monkeypatch: pytest.MonkeyPatch) -> None:
+    import deniable.mechanisms.custext as mod
+
+    emb = random_embedding(50, 4, seed=9)
+    first = make_mechanism("custext", emb, 1.0, k=5)
+    want = first.output_set(3)
+    assert emb.cache_path("custext", "mapping-k5-v1.npy").is_file()
+
+    def boom(*args: object, **kwargs: object) -> None:
+        raise AssertionError("recomputed")
+
+    monkeypatch.setattr(mod, "customized_mapping", boom)
+    again = make_mechanism("custext_plus", emb, 2.0, k=5)  # same public mapping, other epsilon
+    np.testing.assert_array_equal(again.output_set(3), want)
+    with pytest.raises(AssertionError, match="recomputed"):
+        make_mechanism("custext", emb, 1.0, k=5, cache=False).output_set(3)

@@ -19,6 +19,7 @@ import math
 import sys
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
@@ -113,9 +114,11 @@ class CusText(Mechanism):
     embedding: Embedding
     epsilon: float
     k: int = 20
+    cache: bool = True
 
     options: ClassVar[tuple[Option, ...]] = (
         Option("k", int, 20, low=1, client=True, flag="--custext-k", help="size of each customized output set"),
+        Option("cache", bool, True, cli=False, help="keep the mapping on disk (public: built from the embedding)"),
     )
 
     def __post_init__(self) -> None:
@@ -123,6 +126,8 @@ class CusText(Mechanism):
             raise InvalidParameterError("embedding", type(self.embedding).__name__, "a deniable.Embedding")
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "k", check_int("k", self.k, minimum=1))
+        if not isinstance(self.cache, bool):
+            raise InvalidParameterError("cache", self.cache, "True or False")
         _ = self.embedding.vectors
         object.__setattr__(self, "_tables", None)
         object.__setattr__(self, "_lock", threading.Lock())
@@ -147,24 +152,45 @@ class CusText(Mechanism):
                     object.__setattr__(self, "_tables", found)
         return found
 
-    def _build(self) -> _Tables:
+    def _mapping(self) -> npt.NDArray[np.int64]:
+        """The customized mapping, cached on disk beside the embedding's other public artefacts."""
+        path = self.embedding.cache_path("custext", f"mapping-k{self.k}-v1.npy") if self.cache else None
+        if path is not None and path.is_file():
+            groups = np.load(path, allow_pickle=False)
+            if groups.ndim == 2 and groups.shape[1] == min(self.k, self.embedding.size):
+                return np.asarray(groups, dtype=np.int64)
         if self.embedding.size > 50_000:
             print(
                 f"deniable: {self.name} builds its output sets of {self.k} words over {self.embedding.size:,} "
-                "words once (minutes on a 400k vocabulary; --vocab-size makes it faster)",
+                "words once (minutes on a 400k vocabulary; cached on disk for the next runs)",
                 file=sys.stderr,
                 flush=True,
             )
         groups = customized_mapping(self.embedding.vectors, self.k)
+        if path is not None:
+            from .._cache import atomic_path
+
+            def write(tmp: Path) -> None:
+                with open(tmp, "wb") as fh:
+                    np.save(fh, groups, allow_pickle=False)
+
+            atomic_path(path, write)
+        return groups
+
+    def _build(self) -> _Tables:
+        groups = self._mapping()
         v = self.embedding.size
         group_of = np.empty(v, dtype=np.int64)
-        for g in range(groups.shape[0]):  # per output set, not per token
-            members = groups[g][groups[g] >= 0]
-            group_of[members] = g
+        valid_g = groups >= 0
+        group_of[groups[valid_g]] = np.nonzero(valid_g)[0]
         outputs = groups[group_of]  # (V, k)
         valid = outputs >= 0
-        u = unit_rows(self.embedding.vectors, np.float64)
-        cos = np.einsum("vd,vkd->vk", u, u[np.where(valid, outputs, 0)])
+        vec = self.embedding.vectors
+        cos = np.empty(outputs.shape, dtype=np.float64)
+        for s in range(0, v, 8192):  # blocked: never a (V, k, d) array
+            rows = slice(s, s + 8192)
+            u = unit_rows(vec[s : s + 8192], np.float64)
+            cos[rows] = np.einsum("vd,vkd->vk", u, unit_rows(vec[np.where(valid[rows], outputs[rows], 0)], np.float64))
         cos = np.where(valid, cos, np.nan)
         lo, hi = np.nanmin(cos, axis=1, keepdims=True), np.nanmax(cos, axis=1, keepdims=True)
         span = hi - lo
