@@ -121,6 +121,20 @@ def test_sampler_draws_from_the_exact_distribution(name: str, opts: dict) -> Non
             assert stats.chi2.sf(chi, keep.sum() - 1) > 1e-6, (name, w)
 
 
+@pytest.mark.parametrize("chunk", [1, 7, 40])
+def test_two_level_sampler_matches_the_distribution(chunk: int) -> None:
+    """Chunks of the inverse CDF (a last chunk shorter than the others included) change nothing."""
+    emb = small_embedding(6, n=40)
+    mech = ExponentialMechanism(emb, 3.0, chunk=chunk)
+    n = 80_000
+    expected = full_distribution(mech, 5, emb.size) * n
+    counts = np.bincount(mech.privatize(np.full(n, 5), np.random.default_rng(chunk)), minlength=emb.size)
+    keep = expected > 5
+    chi = float(np.sum((counts[keep] - expected[keep]) ** 2 / expected[keep]))
+    assert stats.chi2.sf(chi, keep.sum() - 1) > 1e-6
+    assert counts[~keep].sum() <= 5 * max(1.0, expected[~keep].sum())
+
+
 def test_sampler_blocks_do_not_change_the_draws() -> None:
     """The block size only bounds memory: same generator state, same output."""
     emb = small_embedding(4, n=40)

@@ -79,27 +79,39 @@ class OutputSet:
         return euclidean_from_squares(prod, out=prod)
 
     def sample(
-        self, queries: np.ndarray, half_epsilon: float, rng: np.random.Generator, rows_per_block: int
+        self, queries: np.ndarray, half_epsilon: float, rng: np.random.Generator, rows_per_block: int, chunk: int = 2048
     ) -> npt.NDArray[np.int64]:
         """One draw of ``Pr[y] ∝ exp(-half_epsilon * d(q, y))`` per query row (positions in the output set).
 
-        Inverse CDF per row: weights ``exp(-a (d - min d))`` (float32, so relative weights below
-        ~1e-38 count as 0), cumulative sums in float64, one uniform per row. Same work for every row.
+        Two-level inverse CDF per row: weights ``exp(-a (d - min d))`` (float32, so relative
+        weights below ~1e-38 count as 0), their sums over chunks of ``chunk`` outputs (float64),
+        one uniform per row picks the chunk by the cumulative chunk sums and then the output by
+        the cumulative sums inside that chunk. The same work for every row, whatever the word.
         """
         q_all = self.prepare_queries(queries)
         m, n = q_all.shape[0], self.size
+        c = max(1, min(int(chunk), n))
+        starts = np.arange(0, n, c)
+        lens = np.minimum(c, n - starts)
+        span = np.arange(c)
         out = np.empty(m, dtype=np.int64)
         buf = np.empty((min(rows_per_block, m), n), dtype=np.float32)
         for s in range(0, m, rows_per_block):
             q = q_all[s : s + rows_per_block]
-            d = self.distance_block(q, out=buf[: q.shape[0]])
-            d -= d.min(axis=1, keepdims=True)
-            d *= np.float32(-half_epsilon)
-            np.exp(d, out=d)
-            cum = np.cumsum(d, axis=1, dtype=np.float64)
-            u = rng.random(q.shape[0]) * cum[:, -1]
-            j = np.count_nonzero(cum <= u[:, None], axis=1)
-            out[s : s + q.shape[0]] = np.minimum(j, n - 1)
+            r = q.shape[0]
+            rows = np.arange(r)
+            w = self.distance_block(q, out=buf[:r])
+            w -= w.min(axis=1, keepdims=True)
+            w *= np.float32(-half_epsilon)
+            np.exp(w, out=w)
+            cum = np.cumsum(np.add.reduceat(w, starts, axis=1, dtype=np.float64), axis=1)
+            u = rng.random(r) * cum[:, -1]
+            k = np.minimum(np.count_nonzero(cum <= u[:, None], axis=1), starts.size - 1)
+            u -= np.where(k > 0, cum[rows, np.maximum(k - 1, 0)], 0.0)
+            seg = np.take_along_axis(w, np.minimum(starts[k][:, None] + span, n - 1), axis=1).astype(np.float64)
+            seg[span[None, :] >= lens[k][:, None]] = 0.0
+            j = np.count_nonzero(np.cumsum(seg, axis=1) <= u[:, None], axis=1)
+            out[s : s + r] = starts[k] + np.minimum(j, lens[k] - 1)
         return out
 
 
@@ -128,12 +140,14 @@ class ExponentialMechanism(Mechanism):
     epsilon: float
     metric: str = "euclidean"
     block_bytes: int = 128 << 20
+    chunk: int = 2048
 
     options: ClassVar[tuple[Option, ...]] = (
         Option(
             "metric", str, "euclidean", choices=EM_METRICS, client=True, help="the distance the guarantee is stated in"
         ),
         Option("block_bytes", int, 128 << 20, low=1, cli=False, help="scratch memory for a block of distance rows"),
+        Option("chunk", int, 2048, low=1, cli=False, help="outputs per chunk of the two-level inverse CDF"),
     )
 
     def __post_init__(self) -> None:
@@ -142,6 +156,7 @@ class ExponentialMechanism(Mechanism):
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "metric", check_metric(self.metric, EM_METRICS))
         object.__setattr__(self, "block_bytes", check_int("block_bytes", self.block_bytes, minimum=1))
+        object.__setattr__(self, "chunk", check_int("chunk", self.chunk, minimum=1))
         _ = self.embedding.vectors  # a code-only artefact has none and says so here
         object.__setattr__(self, "_outputs", None)
         object.__setattr__(self, "_lock", threading.Lock())
@@ -168,7 +183,8 @@ class ExponentialMechanism(Mechanism):
     def _sample_em(self, ids: npt.NDArray[np.int64], rng: np.random.Generator) -> npt.NDArray[np.int64]:
         """One exponential-mechanism draw (a word id of the output set) per input id."""
         outs = self.output_set
-        pos = outs.sample(self.embedding.vectors[ids], self.epsilon / 2.0, rng, self._rows_per_block(outs.size))
+        rows = self._rows_per_block(outs.size)
+        pos = outs.sample(self.embedding.vectors[ids], self.epsilon / 2.0, rng, rows, self.chunk)
         return pos if outs.ids is None else outs.ids[pos]
 
     def _em_distribution(self, wid: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:

@@ -59,7 +59,7 @@ class SanText(ExponentialMechanism):
     """
 
     name: ClassVar[str] = "santext"
-    options: ClassVar[tuple[Option, ...]] = (ExponentialMechanism.options[1],)
+    options: ClassVar[tuple[Option, ...]] = ExponentialMechanism.options[1:]
 
     def __post_init__(self) -> None:
         if self.metric != "euclidean":
@@ -124,7 +124,7 @@ class SanTextPlus(ExponentialMechanism):
             help="frequency source for choosing sensitive words: the embedding's row order (public)",
             note="library callers may pass per-word counts (not private if they come from the data)",
         ),
-        ExponentialMechanism.options[1],
+        *ExponentialMechanism.options[1:],
     )
 
     def __post_init__(self) -> None:
