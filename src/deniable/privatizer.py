@@ -126,6 +126,9 @@ class Privatizer:
             not_protected.append("the number of out-of-vocabulary tokens, which are dropped (oov=drop)")
         if self.case == "keep" and not case_sensitive:
             not_protected.append("case pattern of each word (case=keep)")
+        extra = self.mechanism.describe().get("not_protected")  # e.g. santext_plus, custext_plus
+        if isinstance(extra, str):
+            not_protected.append(extra)
         return {
             "oov": self.oov,
             "case": self.case,

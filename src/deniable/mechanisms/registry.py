@@ -331,6 +331,13 @@ def _register_builtins() -> None:
     register("madlib", "deniable.mechanisms.laplace:MultivariateLaplace")
     register("tem", "deniable.mechanisms.tem:TruncatedExponential")
     register("brr", "deniable.mechanisms.brr:BinaryRandomizedResponse")
+    register("mahalanobis", "deniable.mechanisms.mahalanobis:Mahalanobis")
+    register("vickrey", "deniable.mechanisms.vickrey:Vickrey")
+    register("exponential", "deniable.mechanisms.exponential:ExponentialMechanism")
+    register("santext", "deniable.mechanisms.santext:SanText")
+    register("santext_plus", "deniable.mechanisms.santext:SanTextPlus")
+    register("custext", "deniable.mechanisms.custext:CusText")
+    register("custext_plus", "deniable.mechanisms.custext:CusTextPlus")
 
 
 _register_builtins()

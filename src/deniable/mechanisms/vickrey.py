@@ -1,0 +1,159 @@
+"""The Vickrey mechanism (Xu, Aggarwal, Feyisetan, Teissier, PrivateNLP 2021), docs/mechanisms/vickrey.md.
+
+Perturb ``phi(w)`` as Madlib (``lam=None``) or the Mahalanobis mechanism (``lam`` in [0, 1]),
+find the first and second nearest words w1, w2 of the noisy vector (Euclidean distances
+d1 <= d2, ordered), and output w2 with probability
+
+    p(t) = t * d1 / (t * d1 + (1 - t) * d2)            (w1 otherwise)
+
+t = 0 is the plain nearest-neighbour decode; t = 1 always returns the second neighbour.
+The choice depends only on the noisy vector, the public embedding and fresh randomness: it is
+post-processing, so the guarantee is the noise mechanism's (``epsilon * d_euclidean`` for
+Madlib noise, ``epsilon * d_M`` for Mahalanobis noise).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from .._errors import InvalidParameterError
+from .._validation import check_epsilon, check_int
+from ..embedding import Embedding
+from ..index import INDEXES, Index
+from .base import Mechanism
+from .laplace import MultivariateLaplace
+from .mahalanobis import Mahalanobis
+from .registry import Option
+
+__all__ = ["Vickrey", "second_neighbour_probability", "vickrey_decode"]
+
+
+def second_neighbour_probability(d1: npt.ArrayLike, d2: npt.ArrayLike, t: float) -> npt.NDArray[np.float64]:
+    """``t d1 / (t d1 + (1 - t) d2)`` (the paper's rule); ``t`` where both distances are 0."""
+    a = t * np.asarray(d1, dtype=np.float64)
+    b = (1.0 - t) * np.asarray(d2, dtype=np.float64)
+    den = a + b
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, a / np.where(den > 0, den, 1.0), t)
+
+
+def vickrey_decode(noisy: np.ndarray, index: Index, t: float, rng: np.random.Generator) -> npt.NDArray[np.int64]:
+    """The Vickrey choice between the two nearest words of each noisy vector.
+
+    The index returns neighbours nearest first (its contract), so ``[:, 0]`` is w1 and ``[:, 1]`` w2;
+    a vocabulary of one word always returns it.
+    """
+    if index.ntotal < 2:
+        return np.zeros(noisy.shape[0], dtype=np.int64)
+    sq, nn = index.search(noisy, 2)
+    d = np.sqrt(np.maximum(sq.astype(np.float64), 0.0))
+    p2 = second_neighbour_probability(d[:, 0], d[:, 1], t)
+    second = rng.random(noisy.shape[0]) < p2
+    return np.where(second, nn[:, 1], nn[:, 0]).astype(np.int64)
+
+
+@dataclass(frozen=True, eq=False)
+class Vickrey(Mechanism):
+    """Madlib or Mahalanobis noise, then the Vickrey choice between the two nearest words.
+
+    Parameters
+    ----------
+    embedding, epsilon
+        As for ``madlib``.
+    t
+        The paper's tuning parameter in [0, 1] (probability weight of the second neighbour).
+    lam
+        ``None``: Madlib noise (guarantee in Euclidean distance); a number in [0, 1]: Mahalanobis
+        noise with that lambda (guarantee in the Mahalanobis metric).
+    index, batch_size, index_options
+        Nearest-neighbour decode, as for ``madlib``.
+    """
+
+    name: ClassVar[str] = "vickrey"
+
+    embedding: Embedding
+    epsilon: float
+    t: float = 0.5
+    lam: float | None = None
+    index: str | Index = "exact"
+    batch_size: int = 8192
+    index_options: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    options: ClassVar[tuple[Option, ...]] = (
+        Option(
+            "t", float, 0.5, low=0.0, high=1.0, client=True, flag="--vickrey-t", help="weight of the second neighbour"
+        ),
+        Option(
+            "lam",
+            float,
+            None,
+            low=0.0,
+            high=1.0,
+            client=True,
+            flag="--lambda",
+            help="unset: madlib noise; a number in [0, 1]: mahalanobis noise with that lambda",
+        ),
+        Option(
+            "index",
+            str,
+            "exact",
+            choices=INDEXES,
+            client=True,
+            objects=True,
+            help="nearest-neighbour decode: exact, flat or hnsw (approximate: same privacy)",
+        ),
+        Option("batch_size", int, 8192, low=1, cli=False, help="tokens decoded per block (bounds memory)"),
+        Option("index_options", dict, None, cli=False, help="keyword arguments of the index"),
+    )
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.embedding, Embedding):
+            raise InvalidParameterError("embedding", type(self.embedding).__name__, "a deniable.Embedding")
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        t = self.t
+        if isinstance(t, bool) or not isinstance(t, int | float | np.integer | np.floating) or not 0 <= t <= 1:
+            raise InvalidParameterError("t", t if isinstance(t, int | float) else "<value>", "a number in [0, 1]")
+        object.__setattr__(self, "t", float(t))
+        object.__setattr__(self, "batch_size", check_int("batch_size", self.batch_size, minimum=1))
+        noise: MultivariateLaplace | Mahalanobis
+        common: dict[str, Any] = {
+            "index": self.index,
+            "batch_size": self.batch_size,
+            "index_options": self.index_options,
+        }
+        if self.lam is None:
+            noise = MultivariateLaplace(self.embedding, self.epsilon, **common)
+        else:
+            noise = Mahalanobis(self.embedding, self.epsilon, lam=self.lam, **common)
+            object.__setattr__(self, "lam", noise.lam)
+        object.__setattr__(self, "index_options", noise.index_options)
+        object.__setattr__(self, "_noise", noise)
+
+    @property
+    def noise_mechanism(self) -> MultivariateLaplace | Mahalanobis:
+        """The mechanism whose noisy vector is decoded (its guarantee is this one's)."""
+        return self._noise  # type: ignore[attr-defined]
+
+    @property
+    def metric(self) -> str:  # type: ignore[override]
+        return self.noise_mechanism.metric
+
+    def _privatize(self, ids: npt.NDArray[np.int64], rng: np.random.Generator) -> npt.NDArray[np.int64]:
+        noise = self.noise_mechanism
+        out = np.empty(ids.size, dtype=np.int64)
+        for s in range(0, ids.size, self.batch_size):
+            block = ids[s : s + self.batch_size]
+            out[s : s + block.size] = vickrey_decode(noise.noisy_vectors(block, rng), noise.search_index, self.t, rng)
+        return out
+
+    def distance(self, w: int, w2: int) -> float:
+        return self.noise_mechanism.distance(w, w2)
+
+    def describe(self) -> dict[str, object]:
+        d = self.noise_mechanism.describe()
+        d.update(mechanism=self.name, t=float(self.t), noise=self.noise_mechanism.name)
+        return d
