@@ -14,16 +14,17 @@ import pytest
 
 from deniable import DeniableError, InvalidParameterError, NotPrivateWarning
 from deniable.embedding import Embedding
-from deniable.mechanisms import make_mechanism
+from deniable.mechanisms import make_mechanism, mechanism_names
 
-BUILTINS = {"madlib": {}, "tem": {}, "brr": {"bits": 64, "binarizer": "simhash"}}
+#: options that make a built-in fit the 18-word toy embedding; every registered one is checked
+TOY_OPTIONS = {"brr": {"bits": 64, "binarizer": "simhash"}, "custext": {"k": 5}, "custext_plus": {"k": 5}}
 
 
-@pytest.fixture(params=sorted(BUILTINS))
+@pytest.fixture(params=mechanism_names())
 def mech(request: pytest.FixtureRequest, toy_embedding: Embedding):  # type: ignore[no-untyped-def]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # BRR may warn that two toy words share a code
-        m = make_mechanism(request.param, toy_embedding, 3.0, **BUILTINS[request.param])
+        m = make_mechanism(request.param, toy_embedding, 3.0, **TOY_OPTIONS.get(request.param, {}))
         m.privatize(np.array([0]), np.random.default_rng(0))  # build lazy artefacts once
     return m
 
