@@ -7,7 +7,7 @@ import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import numpy as np
 import typer
@@ -20,6 +20,8 @@ from ..mechanisms.registry import Option
 if TYPE_CHECKING:
     from ..embedding import Vocabulary
     from ..mechanisms.base import Mechanism
+
+T = TypeVar("T")
 
 app = typer.Typer(
     name="deniable",
@@ -130,17 +132,29 @@ def load_embedding_option(embedding: str | None, vocab_size: int | None, vocabul
     return load_embedding(embedding, vocab_size=vocab_size, vocabulary=vocabulary)
 
 
+def parse_list(name: str, text: str, convert: Callable[[str], T], kind: str, example: str) -> list[T]:
+    """``"5,7,9"`` -> ``[convert("5"), ...]`` with a clear error naming the flag."""
+    try:
+        values = [convert(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise InvalidParameterError(name, text, f"comma-separated {kind}s, e.g. {example}") from None
+    if not values:
+        raise InvalidParameterError(name, text, f"at least one {kind}")
+    return values
+
+
 def parse_floats(name: str, text: str) -> list[float]:
-    """``"5,7,9"`` -> [5.0, 7.0, 9.0] with a clear error."""
+    """``"5,7,9"`` -> [5.0, 7.0, 9.0], each a valid epsilon."""
     from .._validation import check_epsilon
 
-    try:
-        values = [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise InvalidParameterError(name, text, "comma-separated numbers, e.g. 5,7,9") from None
-    if not values:
-        raise InvalidParameterError(name, text, "at least one number")
-    return [check_epsilon(v, name) for v in values]
+    return [check_epsilon(v, name) for v in parse_list(name, text, float, "number", "5,7,9")]
+
+
+def parse_ints(name: str, text: str, minimum: int = 1) -> list[int]:
+    """``"50,200"`` -> [50, 200], each >= ``minimum``."""
+    from .._validation import check_int
+
+    return [check_int(name, v, minimum=minimum) for v in parse_list(name, text, int, "integer", "50,200,1000")]
 
 
 # -- mechanism options, generated from the registry's declarations ----------------------------

@@ -14,7 +14,7 @@ import typer
 
 from .._errors import DataError, InvalidParameterError
 from .._validation import check_epsilon, check_int
-from ._common import app, err, parse_floats, seeded, warn_seed
+from ._common import app, err, parse_floats, parse_ints, seeded, warn_seed
 
 __all__ = ["bow_app", "parse_size"]
 
@@ -38,16 +38,6 @@ def parse_size(name: str, text: str) -> int:
     if value < 1:
         raise InvalidParameterError(name, text, "at least 1 byte")
     return int(value)
-
-
-def _ints(name: str, text: str, minimum: int = 1) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise InvalidParameterError(name, text, "comma-separated integers, e.g. 50,200,1000") from None
-    if not values:
-        raise InvalidParameterError(name, text, "at least one integer")
-    return [check_int(name, v, minimum=minimum) for v in values]
 
 
 @bow_app.command("privatize")
@@ -402,7 +392,7 @@ def evaluate_cmd(
     root = data_dir or os.environ.get("DENIABLE_DATA") or "../shared/data"
     if not Path(root).is_dir():
         raise DataError(f"data folder {root} does not exist (pass --data-dir or set DENIABLE_DATA)")
-    seed_list = _ints("--seeds", seeds, 0)
+    seed_list = parse_ints("--seeds", seeds, 0)
     if seed_list != list(range(seed_list[0], seed_list[0] + len(seed_list))):
         raise InvalidParameterError("--seeds", seeds, "consecutive seeds, e.g. 0 or 0,1,2 (repeat r uses seed s0 + r)")
     results = None
@@ -415,7 +405,7 @@ def evaluate_cmd(
             n_docs=docs,
             epsilons=parse_floats("--epsilons", epsilons),
             precisions=parse_floats("--precisions", precisions),
-            bins=_ints("--bins", bins, 2),
+            bins=parse_ints("--bins", bins, 2),
             strategies=strat,
             n_topics=topics,
             lda_iter=lda_iter,
