@@ -67,6 +67,7 @@ def tuned_index(
     samples: int = 2000,
     ladder: tuple[int, ...] = DEFAULT_LADDER,
     min_size: int = 50_000,
+    hnsw_options: dict[str, int] | None = None,
     notice: bool = True,
 ) -> TunedChoice:
     """The fastest decode for ``embedding`` that agrees with exact search on >= ``target`` of queries.
@@ -75,16 +76,23 @@ def tuned_index(
     random vocabulary words); ``key`` names the noise setting in the on-disk cache of
     choices (e.g. ``"madlib epsilon=10.0"``). Vocabularies smaller than ``min_size``
     are decoded exactly (exact search is fast there and needs no artefact).
+    ``hnsw_options`` (``m``, ``ef_construction``) choose the HNSW graph (default M=32,
+    efConstruction=100; M=64, efConstruction=200 agrees more at a given ``efSearch`` but
+    takes about 4x longer to build).
     """
     if embedding.size < min_size:
         return TunedChoice(ExactIndex(embedding.vectors), "exact", None)
     threshold = agreement_threshold(target, samples)
     path = embedding.cache_path(_CHOICES_FILE)
-    full_key = f"{key}; target={target!r}; samples={samples}; ladder={list(ladder)}; hnsw m=32 efc=100"
+    graph = {"m": 32, "ef_construction": 100, **(hnsw_options or {})}
+    full_key = (
+        f"{key}; target={target!r}; samples={samples}; ladder={list(ladder)}; "
+        f"hnsw m={graph['m']} efc={graph['ef_construction']}"
+    )
     choices = _read_choices(path)
     if full_key in choices:
         ef, agree = choices[full_key]
-        return _make_choice(embedding, ef, agree)
+        return _make_choice(embedding, ef, agree, graph)
     if notice:
         print(
             f"deniable: choosing the default decode for {key}: checking the HNSW index against exact search "
@@ -94,7 +102,7 @@ def tuned_index(
         )
     queries = np.ascontiguousarray(make_queries(seeded_generator(0, warn=False), samples), dtype=np.float32)
     truth = FlatIndex(embedding.vectors).search(queries, 1)[1][:, 0]
-    hnsw = HNSWIndex.cached(embedding, notice=notice)
+    hnsw = HNSWIndex.cached(embedding, notice=notice, m=graph["m"], ef_construction=graph["ef_construction"])
     chosen: int | None = None
     agree = 0.0
     for ef in ladder:
@@ -107,17 +115,23 @@ def tuned_index(
     choices[full_key] = (chosen, agree)
     text = json.dumps(choices, indent=1, sort_keys=True)
     atomic_path(path, lambda p: _write(p, text))
-    return _make_choice(embedding, chosen, agree, hnsw)
+    return _make_choice(embedding, chosen, agree, graph, hnsw)
 
 
-def _make_choice(embedding: Embedding, ef: int | None, agree: float, hnsw: HNSWIndex | None = None) -> TunedChoice:
+def _make_choice(
+    embedding: Embedding, ef: int | None, agree: float, graph: dict[str, int], hnsw: HNSWIndex | None = None
+) -> TunedChoice:
     if ef is None:
         return TunedChoice(
             ExactIndex(embedding.vectors),
             f"exact (HNSW agreed with exact search on only {agree:.1%} of public random words)",
             agree,
         )
-    index = hnsw if hnsw is not None else HNSWIndex.cached(embedding)
+    index = (
+        hnsw
+        if hnsw is not None
+        else HNSWIndex.cached(embedding, m=graph["m"], ef_construction=graph["ef_construction"])
+    )
     index.set_ef_search(ef)
     return TunedChoice(index, f"hnsw efSearch={ef} ({agree:.1%} agreement with exact on public random words)", agree)
 
