@@ -100,7 +100,7 @@ def agreement(args: argparse.Namespace) -> None:
 
     emb = deniable.load_embedding()
     real, source = corpus_ids(emb, args.tokens)
-    draw = deniable.seeded_generator(0, warn=False)
+    draw = deniable.seeded_generator(1, warn=False)  # not seed 0: independent of the words auto was tuned on
     rand = draw.integers(0, emb.size, args.tokens)
     exact = make_index(emb, "exact")
     rows = []
