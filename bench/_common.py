@@ -6,11 +6,27 @@ import gzip
 import json
 import os
 import resource
+import statistics
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
-DATA = Path(os.environ.get("DENIABLE_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+
+def _data_dir() -> Path:
+    if "DENIABLE_DATA" in os.environ:
+        return Path(os.environ["DENIABLE_DATA"])
+    here = Path(__file__).resolve()
+    # the main checkout sits beside shared/ (/work/main), a worktree one level deeper (/work/wt/<name>)
+    for up in (2, 3):
+        candidate = here.parents[up] / "shared" / "data"
+        if candidate.is_dir():
+            return candidate
+    return here.parents[2] / "shared" / "data"
+
+
+DATA = _data_dir()
 
 
 def peak_rss_mb() -> float:
@@ -45,6 +61,44 @@ def corpus_ids(embedding, n_tokens: int, seed: int = 0) -> tuple[np.ndarray, str
     rng = np.random.default_rng(seed)
     ranks = np.minimum(rng.zipf(1.1, size=n_tokens) - 1, embedding.size - 1)
     return ranks.astype(np.int64), "Zipf(1.1) over frequency ranks"
+
+
+def pin_threads(n: int = 1) -> object:
+    """Pin faiss's and BLAS's thread pools to ``n`` (per-thread numbers); returns the threadpoolctl limiter."""
+    import faiss
+    from threadpoolctl import threadpool_limits
+
+    faiss.omp_set_num_threads(n)
+    return threadpool_limits(limits=n)
+
+
+def interleaved_rounds(contenders: dict[str, Callable[[], int]], rounds: int) -> dict[str, list[float]]:
+    """Run every contender once per round, in turn (A B A B ...); each call returns its item count.
+
+    Returns items per second for each round, per contender, so a load spike on a shared
+    machine hits all contenders alike instead of one.
+    """
+    out: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(rounds):
+        for name, fn in contenders.items():
+            t0 = time.perf_counter()
+            n = fn()
+            out[name].append(n / (time.perf_counter() - t0))
+    return out
+
+
+def summarise(rates: list[float]) -> str:
+    """``median (min-max)`` of a list of rates."""
+    return f"{_fmt(statistics.median(rates))} ({_fmt(min(rates))}-{_fmt(max(rates))})"
+
+
+def load_average() -> str:
+    """The 1/5/15-minute load average (to report alongside timings on a shared machine)."""
+    try:
+        a, b, c = os.getloadavg()
+    except OSError:  # pragma: no cover
+        return "n/a"
+    return f"{a:.1f} / {b:.1f} / {c:.1f} on {os.cpu_count()} cores"
 
 
 def table(rows: list[dict[str, object]]) -> str:

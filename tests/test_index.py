@@ -126,3 +126,12 @@ def test_binary_index_validation(codes: tuple[np.ndarray, np.ndarray]) -> None:
     assert make_code_index(x, idx) is idx
     with pytest.raises(InvalidParameterError, match="index"):
         make_code_index(x, "ivf")
+
+
+def test_hnsw_build_says_so_once_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    emb = Embedding([f"n{i}" for i in range(50)], np.random.default_rng(9).normal(size=(50, 4)), name="notice")
+    make_index(emb, "hnsw")
+    assert "building the HNSW index" in capsys.readouterr().err
+    make_index(emb, "hnsw")  # from the cache: silent
+    HNSWIndex.cached(emb, m=16, notice=False)  # a new graph, built quietly when asked
+    assert capsys.readouterr().err == ""

@@ -8,6 +8,10 @@ the row ids, both ``(len(queries), k)``, nearest first.
 - ``"hnsw"``: faiss ``IndexHNSWFlat`` (approximate, fast), built once per embedding and
   cached on disk.
 
+:func:`~deniable.index.tuned.tuned_index` picks the cheapest of these that agrees with
+exact search on at least a target share of public queries (the multivariate Laplace
+mechanism's default decode, ``index="auto"``).
+
 Binary codes (packed bits, Hamming distance) have the same three kinds behind the same
 contract, built by :func:`make_code_index` (see :mod:`deniable.index.binary`).
 
@@ -30,6 +34,7 @@ from .binary import (
 )
 from .exact import ExactIndex
 from .faiss_index import FlatIndex, HNSWIndex, make_index
+from .tuned import TunedChoice, tuned_index
 
 __all__ = [
     "CODE_INDEXES",
@@ -42,9 +47,11 @@ __all__ = [
     "FlatIndex",
     "HNSWIndex",
     "Index",
+    "TunedChoice",
     "check_index",
     "make_code_index",
     "make_index",
+    "tuned_index",
 ]
 
 INDEXES = ("exact", "flat", "hnsw")

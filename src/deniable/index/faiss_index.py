@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,8 +60,12 @@ class HNSWIndex(_FaissWrapper):
 
     def __init__(self, index: Any, ef_search: int = 128) -> None:
         super().__init__(index)
+        self.set_ef_search(ef_search)
+
+    def set_ef_search(self, ef_search: int) -> None:
+        """Set ``efSearch`` (the search breadth: higher is slower and agrees more with exact search)."""
         self.ef_search = int(ef_search)
-        index.hnsw.efSearch = self.ef_search
+        self.faiss_index.hnsw.efSearch = self.ef_search
 
     @classmethod
     def build(
@@ -82,9 +87,19 @@ class HNSWIndex(_FaissWrapper):
 
     @classmethod
     def cached(
-        cls, embedding: Embedding, *, m: int = 32, ef_construction: int = 100, ef_search: int = 128
+        cls,
+        embedding: Embedding,
+        *,
+        m: int = 32,
+        ef_construction: int = 100,
+        ef_search: int = 128,
+        notice: bool = True,
     ) -> HNSWIndex:
-        """Load the HNSW index for ``embedding`` from the cache, building it once if needed."""
+        """Load the HNSW index for ``embedding`` from the cache, building it once if needed.
+
+        A build says so on stderr (one line, unless ``notice=False``) and shows a progress
+        bar on a terminal. The index is a function of the public embedding only.
+        """
         import faiss
 
         path: Path = embedding.cache_path(f"hnsw-m{m}-efc{ef_construction}.faiss")
@@ -92,6 +107,13 @@ class HNSWIndex(_FaissWrapper):
             idx = cls(faiss.read_index(str(path)), ef_search)
             check_index(idx, embedding.size, embedding.dim)
             return idx
+        if notice:
+            print(
+                f"deniable: building the HNSW index of this embedding ({embedding.size:,} words; once, "
+                "then cached on disk)",
+                file=sys.stderr,
+                flush=True,
+            )
         idx = cls.build(embedding.vectors, m=m, ef_construction=ef_construction, ef_search=ef_search)
         atomic_path(path, lambda p: faiss.write_index(idx.faiss_index, str(p)))
         return idx

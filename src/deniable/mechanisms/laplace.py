@@ -13,11 +13,15 @@ from .._errors import InvalidParameterError
 from .._validation import check_choice, check_epsilon, check_int
 from ..embedding import Embedding
 from ..index import INDEXES, Index, make_index
+from ..index.tuned import tuned_index
 from ..metrics import paired_distances
 from .base import Mechanism
 from .registry import Option
 
-__all__ = ["MultivariateLaplace", "sample_laplace_noise"]
+__all__ = ["DECODES", "MultivariateLaplace", "sample_laplace_noise"]
+
+#: ``index=`` values: ``"auto"`` (the default) and the named indexes.
+DECODES = ("auto", *INDEXES)
 
 
 def sample_laplace_noise(count: int, dim: int, epsilon: float, rng: np.random.Generator) -> npt.NDArray[np.float64]:
@@ -47,16 +51,23 @@ class MultivariateLaplace(Mechanism):
     epsilon
         Privacy parameter (> 0). Its meaning depends on the embedding's scale: calibrate it.
     index
-        Nearest-neighbour decode: ``"exact"`` (numpy, blocked), ``"flat"`` (faiss exact),
-        ``"hnsw"`` (faiss approximate, cached on disk) or a ready :class:`~deniable.index.Index`.
-        An approximate decode keeps the guarantee (post-processing) and costs fidelity only.
+        Nearest-neighbour decode. ``"auto"`` (the default): faiss HNSW with the smallest
+        ``efSearch`` that agrees with exact search on at least 99% of noisy vectors of
+        uniformly random vocabulary words at this epsilon (checked once per embedding and
+        epsilon on public random words, cached on disk), or exact search where no setting
+        does (small epsilons, small vocabularies). ``"exact"`` (numpy, blocked), ``"flat"``
+        (faiss exact), ``"hnsw"`` (faiss approximate, ``efSearch`` 128 unless
+        ``index_options`` say otherwise) or a ready :class:`~deniable.index.Index`.
+        Every decode keeps the guarantee (post-processing of the noisy vector with a
+        public index); an approximate one costs fidelity only (docs/madlib.md).
     batch_size
         Tokens decoded per block (bounds memory).
     index_options
         Keyword arguments of the index (e.g. HNSW's ``m``).
 
     The constructor only validates and records; the index is built (or loaded from the
-    cache) on first use, once, under a lock.
+    cache) on first use, once, under a lock, with a one-line notice on stderr when it must
+    be built; :meth:`prepare` does it ahead.
     """
 
     name: ClassVar[str] = "madlib"
@@ -64,7 +75,7 @@ class MultivariateLaplace(Mechanism):
 
     embedding: Embedding
     epsilon: float
-    index: str | Index = "exact"
+    index: str | Index = "auto"
     batch_size: int = 8192
     index_options: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -72,12 +83,13 @@ class MultivariateLaplace(Mechanism):
         Option(
             "index",
             str,
-            "exact",
-            choices=INDEXES,
+            "auto",
+            choices=DECODES,
             client=True,
             objects=True,
-            help="nearest-neighbour decode: exact (numpy), flat (faiss exact) or hnsw (faiss approximate: "
-            "same privacy, slightly lower fidelity)",
+            help="nearest-neighbour decode: auto (HNSW where it agrees with exact decode on >= 99% of words at "
+            "this epsilon, else exact), exact (numpy), flat (faiss exact) or hnsw (faiss approximate); all "
+            "give the same privacy",
         ),
         Option("batch_size", int, 8192, low=1, cli=False, help="tokens decoded per block (bounds memory)"),
         Option("index_options", dict, None, cli=False, help="keyword arguments of the index"),
@@ -90,9 +102,11 @@ class MultivariateLaplace(Mechanism):
             raise Embedding.type_error(self.embedding)
         _ = self.embedding.vectors  # cheap; a code-only device artefact has none and says so here
         if isinstance(self.index, str):
-            check_choice("index", self.index, INDEXES)
+            check_choice("index", self.index, DECODES)
         elif not isinstance(self.index, Index):
-            raise InvalidParameterError("index", type(self.index).__name__, "'exact', 'flat', 'hnsw' or an Index")
+            raise InvalidParameterError(
+                "index", type(self.index).__name__, "'auto', 'exact', 'flat', 'hnsw' or an Index"
+            )
         opts = {} if self.index_options is None else self.index_options
         if not isinstance(opts, dict):
             raise InvalidParameterError("index_options", type(opts).__name__, "a dict of index keyword arguments")
@@ -100,6 +114,7 @@ class MultivariateLaplace(Mechanism):
         # a ready index is only checked against the embedding (cheap); a named one is built on first use
         ready = make_index(self.embedding, self.index) if isinstance(self.index, Index) else None
         object.__setattr__(self, "_index", ready)
+        object.__setattr__(self, "_decode_description", None if ready is None else type(self.index).__name__)
         object.__setattr__(self, "_index_lock", threading.Lock())
 
     @property
@@ -110,9 +125,31 @@ class MultivariateLaplace(Mechanism):
             with self._index_lock:  # type: ignore[attr-defined]
                 found = self._index  # type: ignore[attr-defined]
                 if found is None:
-                    found = make_index(self.embedding, self.index, **self.index_options)
+                    if self.index == "auto":
+                        key = f"madlib epsilon={self.epsilon!r}"
+                        choice = tuned_index(self.embedding, self._public_queries, key, **self.index_options)
+                        found, description = choice.index, choice.description
+                    else:
+                        found = make_index(self.embedding, self.index, **self.index_options)
+                        description = str(self.index)
+                    object.__setattr__(self, "_decode_description", description)
                     object.__setattr__(self, "_index", found)
         return found
+
+    def prepare(self) -> MultivariateLaplace:
+        """Build or load the decode index now (else the first :meth:`privatize` does); return ``self``."""
+        _ = self.search_index
+        return self
+
+    @property
+    def decode_description(self) -> str:
+        """The decode in use, e.g. ``"hnsw efSearch=128 (99.6% agreement ...)"`` (prepares it)."""
+        _ = self.search_index
+        return str(self._decode_description)  # type: ignore[attr-defined]
+
+    def _public_queries(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """Noisy vectors of ``n`` uniformly random vocabulary words: public queries to tune the decode."""
+        return self.noisy_vectors(rng.integers(0, self.embedding.size, n), rng)
 
     def noisy_vectors(self, ids: npt.ArrayLike, rng: np.random.Generator) -> np.ndarray:
         """``phi(w) + z`` for each id (float32), before decoding."""
@@ -121,15 +158,19 @@ class MultivariateLaplace(Mechanism):
         noise += self.embedding.vectors[flat]
         return noise.astype(np.float32)
 
+    def decode(self, noisy: npt.ArrayLike) -> npt.NDArray[np.int64]:
+        """The id of the (decode index's) nearest vocabulary vector to each row of ``noisy``."""
+        return self.search_index.search(noisy, 1)[1][:, 0]
+
     def _privatize(self, ids: npt.NDArray[np.int64], rng: np.random.Generator) -> npt.NDArray[np.int64]:
+        # ids were validated once by Mechanism.privatize; no per-block re-validation here
         out = np.empty(ids.size, dtype=np.int64)
-        dim, vectors = self.embedding.dim, self.embedding.vectors
+        dim, vectors, index = self.embedding.dim, self.embedding.vectors, self.search_index
         for s in range(0, ids.size, self.batch_size):
             block = ids[s : s + self.batch_size]
             noisy = sample_laplace_noise(block.size, dim, self.epsilon, rng)
             noisy += vectors[block]
-            _, nn = self.search_index.search(noisy.astype(np.float32), 1)
-            out[s : s + block.size] = nn[:, 0]
+            out[s : s + block.size] = index.search(noisy.astype(np.float32), 1)[1][:, 0]
         return out
 
     def distance(self, w: int, w2: int) -> float:
@@ -139,4 +180,6 @@ class MultivariateLaplace(Mechanism):
     def describe(self) -> dict[str, object]:
         d = super().describe()
         d["index"] = self.index if isinstance(self.index, str) else type(self.index).__name__
+        if self._decode_description is not None:  # type: ignore[attr-defined]
+            d["decode"] = self._decode_description  # type: ignore[attr-defined]
         return d

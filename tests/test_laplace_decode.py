@@ -1,0 +1,77 @@
+"""The default decode of the multivariate Laplace mechanism: HNSW where it agrees with exact search."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from deniable import Embedding, InvalidParameterError, MultivariateLaplace
+from deniable.index import ExactIndex, HNSWIndex
+from deniable.index import tuned as tuned_module
+from deniable.index.tuned import agreement_threshold, tuned_index
+
+
+def _embedding(n: int = 3000, dim: int = 16, seed: int = 3) -> Embedding:
+    vec = np.random.default_rng(seed).normal(size=(n, dim)).astype(np.float32)
+    return Embedding([f"t{seed}w{i}" for i in range(n)], vec, name=f"decode-{seed}")
+
+
+def test_threshold_has_a_margin_for_sampling_error() -> None:
+    assert agreement_threshold(0.99, 2000) == pytest.approx(0.99 + 2.33 * np.sqrt(0.99 * 0.01 / 2000))
+    assert agreement_threshold(0.99, 100_000) < agreement_threshold(0.99, 2000) < 1.0
+
+
+def test_easy_queries_choose_the_cheapest_hnsw_and_the_choice_is_cached(monkeypatch: pytest.MonkeyPatch) -> None:
+    emb = _embedding()
+    calls: list[int] = []
+
+    def near(rng: np.random.Generator, n: int) -> np.ndarray:  # queries right next to vocabulary words
+        calls.append(n)
+        return emb.vectors[rng.integers(0, emb.size, n)] + 1e-3 * rng.normal(size=(n, emb.dim))
+
+    choice = tuned_index(emb, near, "test near", min_size=0, ladder=(16, 64), notice=False)
+    assert isinstance(choice.index, HNSWIndex) and choice.index.ef_search == 16
+    assert choice.agreement is not None and choice.agreement >= agreement_threshold(0.99, 2000)
+    assert "hnsw efSearch=16" in choice.description
+    saved = json.loads(emb.cache_path("decode-choices.json").read_text())
+    assert [k for k in saved if k.startswith("test near")] and calls == [2000]
+
+    monkeypatch.setattr(tuned_module, "FlatIndex", None)  # a recomputation would fail
+    again = tuned_index(emb, near, "test near", min_size=0, ladder=(16, 64), notice=False)
+    assert isinstance(again.index, HNSWIndex) and again.index.ef_search == 16 and calls == [2000]
+
+
+def test_falls_back_to_exact_when_no_rung_agrees_enough() -> None:
+    emb = _embedding(seed=4)
+
+    def far(rng: np.random.Generator, n: int) -> np.ndarray:  # far-out queries, where HNSW's recall is worst
+        return 50.0 * rng.normal(size=(n, emb.dim))
+
+    choice = tuned_index(emb, far, "test far", min_size=0, ladder=(1,), target=0.9999, notice=False)
+    assert isinstance(choice.index, ExactIndex)
+    assert choice.description.startswith("exact") and choice.agreement is not None and choice.agreement < 1
+
+
+def test_small_vocabularies_decode_exactly_without_artefacts(tiny_embedding: Embedding) -> None:
+    m = MultivariateLaplace(tiny_embedding, epsilon=1.0)
+    assert m.index == "auto" and "decode" not in m.describe()  # cheap constructor: nothing built yet
+    assert m.decode_description == "exact"
+    assert isinstance(m.search_index, ExactIndex) and m.describe()["decode"] == "exact"
+    assert not tiny_embedding.cache_path("decode-choices.json").exists()
+
+
+def test_auto_decode_privatizes_through_the_tuned_index(rng: np.random.Generator) -> None:
+    emb = _embedding(seed=5)
+    m = MultivariateLaplace(emb, epsilon=1e6, index_options={"min_size": 0, "ladder": (32,), "notice": False})
+    assert isinstance(m.prepare().search_index, HNSWIndex)
+    ids = rng.integers(0, emb.size, 300)
+    np.testing.assert_array_equal(m.privatize(ids, rng), ids)  # negligible noise: the word itself
+    noisy = m.noisy_vectors(ids, rng)
+    np.testing.assert_array_equal(m.decode(noisy), m.search_index.search(noisy, 1)[1][:, 0])
+
+
+def test_unknown_decode_is_rejected(tiny_embedding: Embedding) -> None:
+    with pytest.raises(InvalidParameterError, match="index"):
+        MultivariateLaplace(tiny_embedding, epsilon=1.0, index="annoy")
