@@ -126,8 +126,9 @@ class MultivariateLaplace(Mechanism):
                 found = self._index  # type: ignore[attr-defined]
                 if found is None:
                     if self.index == "auto":
-                        key = f"madlib epsilon={self.epsilon!r}"
-                        choice = tuned_index(self.embedding, self._public_queries, key, **self.index_options)
+                        choice = tuned_index(
+                            self.embedding, self._public_queries, self._tuning_key(), **self.index_options
+                        )
                         found, description = choice.index, choice.description
                     else:
                         found = make_index(self.embedding, self.index, **self.index_options)
@@ -147,16 +148,24 @@ class MultivariateLaplace(Mechanism):
         _ = self.search_index
         return str(self._decode_description)  # type: ignore[attr-defined]
 
+    def _tuning_key(self) -> str:
+        """What the tuned decode depends on besides the embedding (the noise law's parameters)."""
+        return f"{self.name} epsilon={self.epsilon!r}"
+
     def _public_queries(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """Noisy vectors of ``n`` uniformly random vocabulary words: public queries to tune the decode."""
         return self.noisy_vectors(rng.integers(0, self.embedding.size, n), rng)
 
+    def noise(self, count: int, rng: np.random.Generator) -> npt.NDArray[np.float64]:
+        """``count`` noise vectors, density ``∝ exp(-epsilon ||z||)`` (subclasses change the law)."""
+        return sample_laplace_noise(count, self.embedding.dim, self.epsilon, rng)
+
     def noisy_vectors(self, ids: npt.ArrayLike, rng: np.random.Generator) -> np.ndarray:
         """``phi(w) + z`` for each id (float32), before decoding."""
         flat = self.embedding.check_ids(ids).ravel()
-        noise = sample_laplace_noise(flat.size, self.embedding.dim, self.epsilon, rng)
-        noise += self.embedding.vectors[flat]
-        return noise.astype(np.float32)
+        noisy = self.noise(flat.size, rng)
+        noisy += self.embedding.vectors[flat]
+        return noisy.astype(np.float32)
 
     def decode(self, noisy: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """The id of the (decode index's) nearest vocabulary vector to each row of ``noisy``."""
@@ -165,10 +174,10 @@ class MultivariateLaplace(Mechanism):
     def _privatize(self, ids: npt.NDArray[np.int64], rng: np.random.Generator) -> npt.NDArray[np.int64]:
         # ids were validated once by Mechanism.privatize; no per-block re-validation here
         out = np.empty(ids.size, dtype=np.int64)
-        dim, vectors, index = self.embedding.dim, self.embedding.vectors, self.search_index
+        vectors, index = self.embedding.vectors, self.search_index
         for s in range(0, ids.size, self.batch_size):
             block = ids[s : s + self.batch_size]
-            noisy = sample_laplace_noise(block.size, dim, self.epsilon, rng)
+            noisy = self.noise(block.size, rng)
             noisy += vectors[block]
             out[s : s + block.size] = index.search(noisy.astype(np.float32), 1)[1][:, 0]
         return out

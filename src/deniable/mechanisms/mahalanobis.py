@@ -17,18 +17,14 @@ Madlib: at the same epsilon the two are different promises (compare them by the 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
-from .._errors import InvalidParameterError
-from .._validation import check_choice, check_epsilon, check_int
-from ..embedding import Embedding
-from ..index import INDEXES, Index, make_index
-from .base import Mechanism
-from .laplace import sample_laplace_noise
+from .._validation import check_probability
+from .laplace import MultivariateLaplace, sample_laplace_noise
 from .registry import Option
 
 __all__ = ["Mahalanobis", "regularized_covariance"]
@@ -59,19 +55,18 @@ class _Shape:
 
 
 @dataclass(frozen=True, eq=False)
-class Mahalanobis(Mechanism):
+class Mahalanobis(MultivariateLaplace):
     """Elliptical multivariate Laplace noise from the embedding's regularized covariance, nearest word.
 
     ``Pr[M(w)=y] <= exp(epsilon * ||Sigma_lambda^{-1/2}(phi(w) - phi(w'))||) Pr[M(w')=y]``.
 
     Parameters
     ----------
-    embedding, epsilon
-        As for ``madlib``.
+    embedding, epsilon, index, batch_size, index_options
+        As for ``madlib`` (:class:`~deniable.mechanisms.laplace.MultivariateLaplace`, whose
+        decode this reuses; only the noise law and the metric differ).
     lam
         lambda in [0, 1]: 0 is Madlib (spherical noise), 1 the full (normalised) covariance.
-    index, batch_size, index_options
-        Nearest-neighbour decode, as for ``madlib``.
 
     The covariance (one pass over the vectors) and its square roots are computed on first use,
     once, under a lock.
@@ -80,12 +75,7 @@ class Mahalanobis(Mechanism):
     name: ClassVar[str] = "mahalanobis"
     metric: ClassVar[str] = "mahalanobis"  # type: ignore[misc]
 
-    embedding: Embedding
-    epsilon: float
     lam: float = 0.2
-    index: str | Index = "exact"
-    batch_size: int = 8192
-    index_options: dict[str, Any] = field(default_factory=dict, repr=False)
 
     options: ClassVar[tuple[Option, ...]] = (
         Option(
@@ -98,61 +88,21 @@ class Mahalanobis(Mechanism):
             flag="--lambda",
             help="covariance weight lambda in [0, 1] (0 = spherical noise, as madlib)",
         ),
-        Option(
-            "index",
-            str,
-            "exact",
-            choices=INDEXES,
-            client=True,
-            objects=True,
-            help="nearest-neighbour decode: exact, flat or hnsw (approximate: same privacy)",
-        ),
-        Option("batch_size", int, 8192, low=1, cli=False, help="tokens decoded per block (bounds memory)"),
-        Option("index_options", dict, None, cli=False, help="keyword arguments of the index"),
+        *MultivariateLaplace.options,
     )
 
     def __post_init__(self) -> None:
-        if not isinstance(self.embedding, Embedding):
-            raise InvalidParameterError("embedding", type(self.embedding).__name__, "a deniable.Embedding")
-        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
-        lam = self.lam
-        if isinstance(lam, bool) or not isinstance(lam, int | float | np.integer | np.floating) or not 0 <= lam <= 1:
-            raise InvalidParameterError("lam", lam if isinstance(lam, int | float) else "<value>", "a number in [0, 1]")
-        object.__setattr__(self, "lam", float(lam))
-        object.__setattr__(self, "batch_size", check_int("batch_size", self.batch_size, minimum=1))
-        _ = self.embedding.vectors
-        if isinstance(self.index, str):
-            check_choice("index", self.index, INDEXES)
-        elif not isinstance(self.index, Index):
-            raise InvalidParameterError("index", type(self.index).__name__, "'exact', 'flat', 'hnsw' or an Index")
-        opts = {} if self.index_options is None else self.index_options
-        if not isinstance(opts, dict):
-            raise InvalidParameterError("index_options", type(opts).__name__, "a dict of index keyword arguments")
-        object.__setattr__(self, "index_options", dict(opts))
-        ready = make_index(self.embedding, self.index) if isinstance(self.index, Index) else None
-        object.__setattr__(self, "_index", ready)
+        super().__post_init__()
+        object.__setattr__(self, "lam", check_probability("lam", self.lam, open_interval=False))
         object.__setattr__(self, "_shape", None)
-        object.__setattr__(self, "_lock", threading.Lock())
-
-    # -- lazily built, input-independent artefacts ------------------------------------------------
-    @property
-    def search_index(self) -> Index:
-        """The nearest-neighbour index used for decoding (built on first use, thread-safe)."""
-        found: Index | None = self._index  # type: ignore[attr-defined]
-        if found is None:
-            with self._lock:  # type: ignore[attr-defined]
-                found = self._index  # type: ignore[attr-defined]
-                if found is None:
-                    found = make_index(self.embedding, self.index, **self.index_options)
-                    object.__setattr__(self, "_index", found)
-        return found
+        object.__setattr__(self, "_shape_lock", threading.Lock())
 
     @property
     def shape(self) -> _Shape:
         """``Sigma_lambda^{1/2}`` and ``Sigma_lambda^{-1/2}`` (symmetric, from one eigendecomposition)."""
         found: _Shape | None = self._shape  # type: ignore[attr-defined]
         if found is None:
-            with self._lock:  # type: ignore[attr-defined]
+            with self._shape_lock:  # type: ignore[attr-defined]
                 found = self._shape  # type: ignore[attr-defined]
                 if found is None:
                     sigma = regularized_covariance(self.embedding.vectors, self.lam)
@@ -165,26 +115,13 @@ class Mahalanobis(Mechanism):
                     object.__setattr__(self, "_shape", found)
         return found
 
-    # -- the mechanism ---------------------------------------------------------------------------
+    def _tuning_key(self) -> str:
+        return f"{super()._tuning_key()} lambda={self.lam!r}"
+
     def noise(self, count: int, rng: np.random.Generator) -> npt.NDArray[np.float64]:
         """``count`` draws of ``r * Sigma_lambda^{1/2} u`` (density ∝ exp(-epsilon ||Sigma_lambda^{-1/2} z||))."""
         z = sample_laplace_noise(count, self.embedding.dim, self.epsilon, rng)
         return np.asarray(z @ self.shape.sqrt.T, dtype=np.float64)
-
-    def noisy_vectors(self, ids: npt.ArrayLike, rng: np.random.Generator) -> np.ndarray:
-        """``phi(w) + z`` for each id (float32), before decoding."""
-        flat = self.embedding.check_ids(ids).ravel()
-        z = self.noise(flat.size, rng)
-        z += self.embedding.vectors[flat]
-        return z.astype(np.float32)
-
-    def _privatize(self, ids: npt.NDArray[np.int64], rng: np.random.Generator) -> npt.NDArray[np.int64]:
-        out = np.empty(ids.size, dtype=np.int64)
-        for s in range(0, ids.size, self.batch_size):
-            block = ids[s : s + self.batch_size]
-            _, nn = self.search_index.search(self.noisy_vectors(block, rng), 1)
-            out[s : s + block.size] = nn[:, 0]
-        return out
 
     def distance(self, w: int, w2: int) -> float:
         """``||Sigma_lambda^{-1/2} (phi(w) - phi(w2))||_2``."""
@@ -195,5 +132,4 @@ class Mahalanobis(Mechanism):
     def describe(self) -> dict[str, object]:
         d = super().describe()
         d["lambda"] = float(self.lam)
-        d["index"] = self.index if isinstance(self.index, str) else type(self.index).__name__
         return d

@@ -20,10 +20,9 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from .._errors import InvalidParameterError
-from .._validation import check_epsilon, check_int
+from .._validation import check_probability
 from ..embedding import Embedding
-from ..index import INDEXES, Index
+from ..index import Index
 from .base import Mechanism
 from .laplace import MultivariateLaplace
 from .mahalanobis import Mahalanobis
@@ -79,7 +78,7 @@ class Vickrey(Mechanism):
     epsilon: float
     t: float = 0.5
     lam: float | None = None
-    index: str | Index = "exact"
+    index: str | Index = "auto"
     batch_size: int = 8192
     index_options: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -97,28 +96,11 @@ class Vickrey(Mechanism):
             flag="--lambda",
             help="unset: madlib noise; a number in [0, 1]: mahalanobis noise with that lambda",
         ),
-        Option(
-            "index",
-            str,
-            "exact",
-            choices=INDEXES,
-            client=True,
-            objects=True,
-            help="nearest-neighbour decode: exact, flat or hnsw (approximate: same privacy)",
-        ),
-        Option("batch_size", int, 8192, low=1, cli=False, help="tokens decoded per block (bounds memory)"),
-        Option("index_options", dict, None, cli=False, help="keyword arguments of the index"),
+        *MultivariateLaplace.options,  # the decode: index, batch_size, index_options
     )
 
     def __post_init__(self) -> None:
-        if not isinstance(self.embedding, Embedding):
-            raise InvalidParameterError("embedding", type(self.embedding).__name__, "a deniable.Embedding")
-        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
-        t = self.t
-        if isinstance(t, bool) or not isinstance(t, int | float | np.integer | np.floating) or not 0 <= t <= 1:
-            raise InvalidParameterError("t", t if isinstance(t, int | float) else "<value>", "a number in [0, 1]")
-        object.__setattr__(self, "t", float(t))
-        object.__setattr__(self, "batch_size", check_int("batch_size", self.batch_size, minimum=1))
+        object.__setattr__(self, "t", check_probability("t", self.t, open_interval=False))
         noise: MultivariateLaplace | Mahalanobis
         common: dict[str, Any] = {
             "index": self.index,
@@ -130,6 +112,9 @@ class Vickrey(Mechanism):
         else:
             noise = Mahalanobis(self.embedding, self.epsilon, lam=self.lam, **common)
             object.__setattr__(self, "lam", noise.lam)
+        # the noise mechanism validated the shared parameters: keep its normalised values
+        object.__setattr__(self, "epsilon", noise.epsilon)
+        object.__setattr__(self, "batch_size", noise.batch_size)
         object.__setattr__(self, "index_options", noise.index_options)
         object.__setattr__(self, "_noise", noise)
 
