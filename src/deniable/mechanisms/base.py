@@ -9,7 +9,9 @@ an argument, so one mechanism object is safe to share across threads and request
 from __future__ import annotations
 
 import abc
-from typing import TYPE_CHECKING, ClassVar
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -21,6 +23,9 @@ if TYPE_CHECKING:
     from ..embedding import Vocabulary
 
 __all__ = ["Mechanism"]
+
+T = TypeVar("T")
+_LOCK_OF_LOCKS = threading.Lock()
 
 
 class Mechanism(abc.ABC):
@@ -103,3 +108,22 @@ class Mechanism(abc.ABC):
     def describe(self) -> dict[str, object]:
         """Parameters for reports and output metadata (never any user text)."""
         return {"mechanism": self.name, "epsilon": float(self.epsilon), "metric": self.metric}
+
+    def _artefact(self, name: str, build: Callable[[], T]) -> T:
+        """The input-independent artefact ``name`` (an index, tables, a covariance...), built
+        once by ``build()`` on first use, thread-safe.
+
+        Constructors stay cheap: they only validate and record; whatever is expensive is built
+        here, once per object, under the object's (re-entrant) lock.
+        """
+        found = self.__dict__.get(name)
+        if found is not None:
+            return found
+        with _LOCK_OF_LOCKS:
+            lock = self.__dict__.setdefault("_artefact_lock", threading.RLock())
+        with lock:
+            found = self.__dict__.get(name)
+            if found is None:
+                found = build()
+                object.__setattr__(self, name, found)  # frozen dataclasses too
+        return found

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 import sys
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -129,8 +128,6 @@ class CusText(Mechanism):
         if not isinstance(self.cache, bool):
             raise InvalidParameterError("cache", self.cache, "True or False")
         _ = self.embedding.vectors
-        object.__setattr__(self, "_tables", None)
-        object.__setattr__(self, "_lock", threading.Lock())
         stop = np.zeros(self.embedding.size, dtype=bool)
         if self.keep_stopwords:
             from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
@@ -143,14 +140,7 @@ class CusText(Mechanism):
 
     @property
     def tables(self) -> _Tables:
-        found: _Tables | None = self._tables  # type: ignore[attr-defined]
-        if found is None:
-            with self._lock:  # type: ignore[attr-defined]
-                found = self._tables  # type: ignore[attr-defined]
-                if found is None:
-                    found = self._build()
-                    object.__setattr__(self, "_tables", found)
-        return found
+        return self._artefact("_tables", self._build)
 
     def _mapping(self) -> npt.NDArray[np.int64]:
         """The customized mapping, cached on disk beside the embedding's other public artefacts."""

@@ -13,7 +13,6 @@ There is no per-word cache: the time of a call depends on the number of tokens o
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -158,8 +157,6 @@ class ExponentialMechanism(Mechanism):
         object.__setattr__(self, "block_bytes", check_int("block_bytes", self.block_bytes, minimum=1))
         object.__setattr__(self, "chunk", check_int("chunk", self.chunk, minimum=1))
         _ = self.embedding.vectors  # a code-only artefact has none and says so here
-        object.__setattr__(self, "_outputs", None)
-        object.__setattr__(self, "_lock", threading.Lock())
 
     # -- the output set (subclasses restrict it) ---------------------------------------------
     def output_ids(self) -> npt.NDArray[np.int64] | None:
@@ -168,14 +165,7 @@ class ExponentialMechanism(Mechanism):
 
     @property
     def output_set(self) -> OutputSet:
-        found: OutputSet | None = self._outputs  # type: ignore[attr-defined]
-        if found is None:
-            with self._lock:  # type: ignore[attr-defined]
-                found = self._outputs  # type: ignore[attr-defined]
-                if found is None:
-                    found = OutputSet(self.embedding, self.metric, self.output_ids())
-                    object.__setattr__(self, "_outputs", found)
-        return found
+        return self._artefact("_outputs", lambda: OutputSet(self.embedding, self.metric, self.output_ids()))
 
     def _rows_per_block(self, n: int) -> int:
         return max(1, self.block_bytes // (16 * max(n, 1)))

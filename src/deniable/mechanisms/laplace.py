@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -115,26 +114,20 @@ class MultivariateLaplace(Mechanism):
         ready = make_index(self.embedding, self.index) if isinstance(self.index, Index) else None
         object.__setattr__(self, "_index", ready)
         object.__setattr__(self, "_decode_description", None if ready is None else type(self.index).__name__)
-        object.__setattr__(self, "_index_lock", threading.Lock())
 
     @property
     def search_index(self) -> Index:
         """The nearest-neighbour index used for decoding (built on first use, thread-safe)."""
-        found: Index | None = self._index  # type: ignore[attr-defined]
-        if found is None:
-            with self._index_lock:  # type: ignore[attr-defined]
-                found = self._index  # type: ignore[attr-defined]
-                if found is None:
-                    if self.index == "auto":
-                        choice = tuned_index(
-                            self.embedding, self._public_queries, self._tuning_key(), **self.index_options
-                        )
-                        found, description = choice.index, choice.description
-                    else:
-                        found = make_index(self.embedding, self.index, **self.index_options)
-                        description = str(self.index)
-                    object.__setattr__(self, "_decode_description", description)
-                    object.__setattr__(self, "_index", found)
+        return self._artefact("_index", self._build_index)
+
+    def _build_index(self) -> Index:
+        if self.index == "auto":
+            choice = tuned_index(self.embedding, self._public_queries, self._tuning_key(), **self.index_options)
+            found, description = choice.index, choice.description
+        else:
+            found = make_index(self.embedding, self.index, **self.index_options)
+            description = str(self.index)
+        object.__setattr__(self, "_decode_description", description)
         return found
 
     def prepare(self) -> MultivariateLaplace:

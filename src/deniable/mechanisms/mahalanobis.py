@@ -16,7 +16,6 @@ Madlib: at the same epsilon the two are different promises (compare them by the 
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -94,26 +93,17 @@ class Mahalanobis(MultivariateLaplace):
     def __post_init__(self) -> None:
         super().__post_init__()
         object.__setattr__(self, "lam", check_probability("lam", self.lam, open_interval=False))
-        object.__setattr__(self, "_shape", None)
-        object.__setattr__(self, "_shape_lock", threading.Lock())
 
     @property
     def shape(self) -> _Shape:
         """``Sigma_lambda^{1/2}`` and ``Sigma_lambda^{-1/2}`` (symmetric, from one eigendecomposition)."""
-        found: _Shape | None = self._shape  # type: ignore[attr-defined]
-        if found is None:
-            with self._shape_lock:  # type: ignore[attr-defined]
-                found = self._shape  # type: ignore[attr-defined]
-                if found is None:
-                    sigma = regularized_covariance(self.embedding.vectors, self.lam)
-                    vals, vecs = np.linalg.eigh(sigma)
-                    vals = np.maximum(vals, 1e-12)
-                    found = _Shape(
-                        sqrt=(vecs * np.sqrt(vals)) @ vecs.T,
-                        inv_sqrt=(vecs / np.sqrt(vals)) @ vecs.T,
-                    )
-                    object.__setattr__(self, "_shape", found)
-        return found
+        return self._artefact("_shape", self._build_shape)
+
+    def _build_shape(self) -> _Shape:
+        sigma = regularized_covariance(self.embedding.vectors, self.lam)
+        vals, vecs = np.linalg.eigh(sigma)
+        vals = np.maximum(vals, 1e-12)
+        return _Shape(sqrt=(vecs * np.sqrt(vals)) @ vecs.T, inv_sqrt=(vecs / np.sqrt(vals)) @ vecs.T)
 
     def _tuning_key(self) -> str:
         return f"{super()._tuning_key()} lambda={self.lam!r}"
