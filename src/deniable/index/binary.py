@@ -28,7 +28,7 @@ import numpy.typing as npt
 from .._cache import atomic_path, cache_dir
 from .._errors import EmbeddingError, InvalidParameterError
 from ..metrics import hamming
-from .faiss_index import add_in_chunks
+from .faiss_index import _FaissWrapper, add_in_chunks
 
 __all__ = [
     "CODE_INDEXES",
@@ -141,19 +141,10 @@ class BinaryExactIndex:
         )
 
 
-class _FaissBinaryWrapper:
-    def __init__(self, index: Any) -> None:
-        self.faiss_index = index
+class _FaissBinaryWrapper(_FaissWrapper):
+    """The float wrapper's ``faiss_index``, ``ntotal``, ``d`` (bits); a search over packed codes."""
 
-    @property
-    def ntotal(self) -> int:
-        return int(self.faiss_index.ntotal)
-
-    @property
-    def d(self) -> int:
-        return int(self.faiss_index.d)
-
-    def search(self, queries: npt.ArrayLike, k: int) -> SearchResult:
+    def search(self, queries: npt.ArrayLike, k: int) -> SearchResult:  # type: ignore[override]
         q = check_code_queries(queries, self.d, k, self.ntotal)
         dist, ids = self.faiss_index.search(q, k)
         return dist, ids.astype(np.int64, copy=False)
