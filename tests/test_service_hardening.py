@@ -286,3 +286,24 @@ def test_schemathesis_finds_no_server_error() -> None:
     for operation in operations:
         fuzz(operation)
     assert not failures
+
+
+def test_tem_is_prepared_and_history_free_before_ready(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 13 item 2: the service's timing must not depend on what other clients sent.
+
+    TEM is built history-free (no per-word state kept between calls) from prepared,
+    input-independent tables, before /readyz; requests leave its state as it was.
+    """
+    from deniable.artefacts import list_artefacts
+
+    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
+    client = make(mechanisms={"tem": {"epsilons": [10]}})
+    assert client.get("/readyz").status_code == 200
+    state = client.app.state.deniable  # type: ignore[attr-defined]
+    (mech, _), = [v for v in state.mechanisms.values() if v[0].name == "tem"]
+    assert mech.history_free
+    assert [a.kind for a in list_artefacts(mech.embedding)] == ["tem-knn"]  # prepared before ready
+    before = (mech.cache_info(), dict(mech._totals))
+    for text in ("the hockey game", "nasa rocket launch", "the hockey game"):
+        assert post(client, {"texts": [text], "epsilon": 10, "mechanism": "tem"}).status_code == 200
+    assert (mech.cache_info(), dict(mech._totals)) == before  # no history kept
