@@ -227,6 +227,9 @@ def test_help_lists_every_registered_option(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COLUMNS", "250")
+    import typer.rich_utils
+
+    monkeypatch.setattr(typer.rich_utils, "MAX_WIDTH", 250)  # whatever width an earlier test left
     for command in ("privatize", "explain", "calibrate", "evaluate", "compare"):
         code, out, _ = run_cli([command, "--help"], capsys)
         assert code == 0
