@@ -195,3 +195,9 @@ def test_report_and_files(tmp_path, tiny_embedding: Embedding) -> None:  # type:
     paths = res.write(tmp_path)
     assert set(paths) == {"audit.csv", "audit.md", "settings.json"}
     assert paths["audit.csv"].read_text().count("\n") == 9
+
+
+def test_claimed_epsilon_measures_power(tiny_embedding: Embedding) -> None:
+    # a correct mechanism at 3 * eps, audited against the claim eps, is the 3x mechanism
+    res = audit_mechanism(FiniteExponential(tiny_embedding, 3.0), pairs=8, claimed_epsilon=1.0, random_state=0)
+    assert not res.passed and res.mechanism["epsilon"] == 1.0 and res.mechanism["sampling_epsilon"] == 3.0

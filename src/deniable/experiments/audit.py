@@ -37,7 +37,7 @@ import numpy.typing as npt
 
 from .._errors import InvalidParameterError
 from .._random import RandomState, check_random_state, seeded_generator
-from .._validation import check_choice, check_int, check_probability
+from .._validation import check_choice, check_epsilon, check_int, check_probability
 
 if TYPE_CHECKING:
     from ..mechanisms.base import Mechanism
@@ -199,6 +199,7 @@ def audit_mechanism(
     outputs: int = 10,
     method: str = "auto",
     frequent: int | None = None,
+    claimed_epsilon: float | None = None,
     random_state: RandomState = None,
 ) -> AuditResult:
     """Test ``mech``'s claimed ``epsilon * d(w, w')`` bound on sampled word pairs (see the module docstring).
@@ -221,6 +222,9 @@ def audit_mechanism(
         ``"auto"`` (exact where ``mech.has_distribution``), ``"exact"`` or ``"black-box"``.
     frequent
         Sample the first word of each pair among the first ``frequent`` words.
+    claimed_epsilon
+        Test the bound ``claimed_epsilon * d`` instead of ``mech.epsilon * d`` (e.g. to measure
+        the audit's power: a mechanism built with ``f * eps`` audited against ``eps``).
     random_state
         The audit's randomness (pairs, draws). An audit releases nothing: a seed is fine.
     """
@@ -248,17 +252,26 @@ def audit_mechanism(
             chosen.append((mech._id(p[0]), mech._id(p[1]), "given"))
     else:
         raise InvalidParameterError("pairs", "<not shown>", "a number of pairs >= 1 or a list of (w, w') pairs")
+    eps = float(mech.epsilon) if claimed_epsilon is None else check_epsilon(claimed_epsilon, "claimed_epsilon")
     directed = [(w, w2, k) for w, w2, k in chosen] + [(w2, w, k) for w, w2, k in chosen]
     settings: dict[str, Any] = {"pairs": len(chosen), "method": method}
     if method == "exact":
-        rows = _exact(mech, directed)
-        return AuditResult(mech.describe(), "exact", rows, settings=settings)
-    rows = _black_box(mech, directed, draws, alpha, outputs, rng)
+        rows = _exact(mech, directed, eps)
+        return AuditResult(_described(mech, eps), "exact", rows, settings=settings)
+    rows = _black_box(mech, directed, draws, alpha, outputs, rng, eps)
     settings.update(draws=draws, alpha=alpha, outputs=outputs)
-    return AuditResult(mech.describe(), "black-box", rows, alpha=alpha, draws=draws, settings=settings)
+    return AuditResult(_described(mech, eps), "black-box", rows, alpha=alpha, draws=draws, settings=settings)
 
 
-def _row(mech: Mechanism, w: int, w2: int, kind: str) -> dict[str, Any]:
+def _described(mech: Mechanism, eps: float) -> dict[str, object]:
+    d = mech.describe()
+    if eps != float(mech.epsilon):
+        d["sampling_epsilon"] = d["epsilon"]
+        d["epsilon"] = eps
+    return d
+
+
+def _row(mech: Mechanism, w: int, w2: int, kind: str, eps: float) -> dict[str, Any]:
     d = float(mech.distance(w, w2))
     word, other = mech.embedding.words([w, w2])
     return {
@@ -268,11 +281,11 @@ def _row(mech: Mechanism, w: int, w2: int, kind: str) -> dict[str, Any]:
         "w2": w2,
         "kind": kind,
         "distance": d,
-        "bound": float(mech.epsilon) * d,
+        "bound": eps * d,
     }
 
 
-def _exact(mech: Mechanism, directed: list[Pair]) -> list[dict[str, Any]]:
+def _exact(mech: Mechanism, directed: list[Pair], eps: float) -> list[dict[str, Any]]:
     cache: dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
 
     def dist(w: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
@@ -286,7 +299,7 @@ def _exact(mech: Mechanism, directed: list[Pair]) -> list[dict[str, Any]]:
 
     rows = []
     for w, w2, kind in directed:
-        row = _row(mech, w, w2, kind)
+        row = _row(mech, w, w2, kind, eps)
         ids1, p1 = dist(w)
         ids2, p2 = dist(w2)
         q = np.zeros(ids1.size)
@@ -307,7 +320,13 @@ def _exact(mech: Mechanism, directed: list[Pair]) -> list[dict[str, Any]]:
 
 
 def _black_box(
-    mech: Mechanism, directed: list[Pair], draws: int, alpha: float, outputs: int, rng: np.random.Generator
+    mech: Mechanism,
+    directed: list[Pair],
+    draws: int,
+    alpha: float,
+    outputs: int,
+    rng: np.random.Generator,
+    eps: float,
 ) -> list[dict[str, Any]]:
     words = np.unique([w for w, _, _ in directed] + [w2 for _, w2, _ in directed])
     select = max(draws // 4, outputs)
@@ -320,7 +339,7 @@ def _black_box(
     a = alpha / (2 * tests)
     rows = []
     for w, w2, kind in directed:
-        row = _row(mech, w, w2, kind)
+        row = _row(mech, w, w2, kind, eps)
         vals, counts = np.unique(sel[row_of[w]], return_counts=True)
         ys = vals[np.argsort(-counts, kind="stable")[:outputs]]
         k1 = (test[row_of[w]][:, None] == ys[None, :]).sum(axis=0)
