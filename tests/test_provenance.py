@@ -110,9 +110,8 @@ def test_baselines_transform() -> None:
 
 
 def test_cli_evaluate_attack_user_audit(tmp_path, emb_dir, toy_embedding) -> None:  # type: ignore[no-untyped-def]
-    from test_authorship import newsgroups_folder
-
     from deniable.cli._common import run_app
+    from test_authorship import newsgroups_folder
 
     newsgroups_folder(tmp_path, toy_embedding, users=10, posts=6)
     out = tmp_path / "out"
