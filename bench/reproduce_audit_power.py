@@ -36,10 +36,18 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     factors = [float(f) for f in args.factors.split(",")]
+    embs: dict[str, Embedding] = {}
+    pair_of: dict[str, int | list[tuple[str, str]]] = {}
     if args.toy:
-        emb = Embedding(["a", "b", "c"], np.array([[0.0], [1.0], [2.0]], dtype=np.float32), name="line")
+        line = Embedding(["a", "b", "c"], np.array([[0.0], [1.0], [2.0]], dtype=np.float32), name="line")
+        # brr: all 16 4-bit codes (the word-level channel is 4-bit randomized response, tight)
+        nibbles = (np.arange(16, dtype=np.uint8) << 4).reshape(16, 1)
+        codes = Embedding([f"w{i}" for i in range(16)], np.zeros((16, 2), dtype=np.float32), name="nibbles")
+        emb = line
+        embs = {"madlib": line, "tem": line, "brr": codes}
         eps = {"madlib": 1.0, "brr": 1.0, "tem": 1.0}
-        opts: dict[str, dict[str, object]] = {"brr": {"binarizer": "simhash", "bits": 64}, "tem": {"cache": False}}
+        opts: dict[str, dict[str, object]] = {"brr": {"binarizer": nibbles}, "tem": {"cache": False}}
+        pair_of = {"brr": [("w0", "w1"), ("w3", "w7"), ("w5", "w12")]}
         pairs: int | list[tuple[str, str]] = [("a", "b"), ("b", "c"), ("a", "c")]
     else:
         emb = load_embedding(vocab_size=args.vocab_size)
@@ -51,13 +59,18 @@ def main() -> None:
     for name in args.mechanisms.split(","):
         for f in factors:
             t0 = time.perf_counter()
-            mech = make_mechanism(name, emb, eps[name] * f, **opts.get(name, {}))
+            e = embs.get(name, emb)
+            mech = make_mechanism(name, e, eps[name] * f, **opts.get(name, {}))
             res = audit_mechanism(
-                mech, pairs=pairs, draws=args.draws, claimed_epsilon=eps[name], random_state=args.seed
+                mech,
+                pairs=pair_of.get(name, pairs),
+                draws=args.draws,
+                claimed_epsilon=eps[name],
+                random_state=args.seed,
             )
             rows.append(
                 {
-                    "embedding": f"{emb.name} ({emb.size} words)",
+                    "embedding": f"{e.name} ({e.size} words)",
                     "mechanism": name,
                     "epsilon": eps[name],
                     "factor": f,
