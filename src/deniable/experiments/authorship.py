@@ -143,7 +143,8 @@ def write_attack_results(result: Results, folder: str | Path, *, command: str = 
     metrics = result.metrics()
     table: dict[tuple[Any, ...], dict[str, str]] = {}
     for s in summary:
-        key = (s["model"], s["mechanism"], s["epsilon"])
+        eps = s["epsilon"]
+        key = (s["model"], s["mechanism"], None if isinstance(eps, float) and math.isnan(eps) else eps)
         table.setdefault(key, {})[s["metric"]] = format_interval(s["mean"], s["ci_low"], s["ci_high"])
     md = [f"# {result.name}", ""]
     md += [f"- {n}" for n in result.notes]
@@ -153,7 +154,7 @@ def write_attack_results(result: Results, folder: str | Path, *, command: str = 
         "|---|---|---:|" + "---|" * len(metrics),
     ]
     for (model, mech, eps), vals in table.items():
-        e = "" if isinstance(eps, float) and math.isnan(eps) else f"{eps:g}"
+        e = "" if eps is None else f"{eps:g}"
         md.append(
             f"| {model} | {'clean' if mech == 'none' else mech} | {e} | "
             + " | ".join(vals.get(m, "") for m in metrics)
