@@ -56,7 +56,7 @@ from .metrics import auc, auc_interval
 from .models import attack_model
 from .results import ExperimentProgress, ExperimentRandomness, Results
 
-__all__ = ["BigramLM", "audit_users", "rank_features", "user_audit"]
+__all__ = ["BigramLM", "audit_users", "rank_features", "score_target", "train_auditor", "user_audit"]
 
 #: rank histogram bins: [1], [2], [3, 4], [5, 8], ... up to 2^(BINS-2), then everything above, then unseen words
 BINS = 14
@@ -165,6 +165,50 @@ def _user_features(model: BigramLM, texts_by_user: Sequence[Sequence[str]]) -> n
     return np.stack([rank_features(r) for r in model.ranks_by_group(texts_by_user)])
 
 
+def train_auditor(shadow_users: Sequence[Sequence[str]], *, shadows: int = 3, seed: int = 0) -> Any:
+    """The auditor: the attack MLP trained on the rank features of ``shadows`` shadow models, each
+    trained on a random half of ``shadow_users`` (each user's texts), labelled in / out."""
+    check_int("shadows", shadows)
+    if len(shadow_users) < 4:
+        raise InvalidParameterError("shadow users", len(shadow_users), "at least 4")
+    rng = np.random.default_rng(seed)
+    X, y = [], []
+    for _ in range(shadows):
+        inside = rng.permutation(len(shadow_users)) < len(shadow_users) // 2
+        lm = BigramLM().fit([t for u, ts in enumerate(shadow_users) if inside[u] for t in ts])
+        X.append(_user_features(lm, shadow_users))
+        y.append(inside.astype(np.int64))
+    Xa, ya = np.concatenate(X), np.concatenate(y)
+    return attack_model(seed, batch_size=min(64, len(ya))).fit(Xa, ya)
+
+
+def score_target(
+    auditor: Any, target: BigramLM, members: Sequence[Sequence[str]], non_members: Sequence[Sequence[str]]
+) -> dict[str, float]:
+    """Score every user's *original* texts against ``target``: auc (with auc_low / auc_high) and the
+    counts behind precision, recall and accuracy of "member" at score >= 0.5."""
+    if not members or not non_members:
+        raise InvalidParameterError(
+            "users", f"{len(members)} / {len(non_members)}", "at least 1 member and 1 non-member"
+        )
+    users = [*members, *non_members]
+    truth = np.r_[np.ones(len(members), dtype=bool), np.zeros(len(non_members), dtype=bool)]
+    scores = auditor.predict_proba(_user_features(target, users))[:, 1]
+    pred = scores >= 0.5
+    a = auc(scores, truth)
+    lo, hi = auc_interval(a, int(truth.sum()), int((~truth).sum()))
+    return {
+        "auc": a,
+        "auc_low": lo,
+        "auc_high": hi,
+        "tp": int((pred & truth).sum()),
+        "predicted": int(pred.sum()),
+        "members": int(truth.sum()),
+        "correct": int((pred == truth).sum()),
+        "users": len(users),
+    }
+
+
 def audit_users(
     target: BigramLM,
     members: Sequence[Sequence[str]],
@@ -174,40 +218,8 @@ def audit_users(
     shadows: int = 3,
     seed: int = 0,
 ) -> dict[str, float]:
-    """Train the auditor on ``shadows`` shadow models over ``shadow_users`` and score the target's users.
-
-    ``members`` / ``non_members``: each user's *original* texts. Returns auc (with ci_low /
-    ci_high), precision, recall, accuracy and the counts.
-    """
-    check_int("shadows", shadows)
-    if len(shadow_users) < 4 or not members or not non_members:
-        raise InvalidParameterError("users", len(shadow_users), "at least 4 shadow users and 1 member and non-member")
-    rng = np.random.default_rng(seed)
-    X, y = [], []
-    for _ in range(shadows):
-        inside = rng.permutation(len(shadow_users)) < len(shadow_users) // 2
-        lm = BigramLM().fit([t for u, ts in enumerate(shadow_users) if inside[u] for t in ts])
-        X.append(_user_features(lm, shadow_users))
-        y.append(inside.astype(np.int64))
-    Xa, ya = np.concatenate(X), np.concatenate(y)
-    clf = attack_model(seed, batch_size=min(64, len(ya))).fit(Xa, ya)
-    users = [*members, *non_members]
-    truth = np.r_[np.ones(len(members), dtype=bool), np.zeros(len(non_members), dtype=bool)]
-    scores = clf.predict_proba(_user_features(target, users))[:, 1]
-    pred = scores >= 0.5
-    a = auc(scores, truth)
-    lo, hi = auc_interval(a, int(truth.sum()), int((~truth).sum()))
-    tp = int((pred & truth).sum())
-    return {
-        "auc": a,
-        "auc_low": lo,
-        "auc_high": hi,
-        "tp": tp,
-        "predicted": int(pred.sum()),
-        "members": int(truth.sum()),
-        "correct": int((pred == truth).sum()),
-        "users": len(users),
-    }
+    """:func:`train_auditor` on ``shadow_users``, then :func:`score_target` (each user: their original texts)."""
+    return score_target(train_auditor(shadow_users, shadows=shadows, seed=seed), target, members, non_members)
 
 
 def _metric_rows(res: dict[str, float]) -> list[dict[str, Any]]:
@@ -275,17 +287,14 @@ def user_audit(
             target, shadow = perm[:half], perm[half:]
             members, non_members = target[: half // 2], target[half // 2 :]
             member_texts = [t for u in members for t in texts_by_user[u]]
-            shadow_users = [texts_by_user[u] for u in shadow]
+            auditor = train_auditor([texts_by_user[u] for u in shadow], shadows=shadows, seed=randomness.seed(r, 2))
             for ti, (name, eps, transform) in enumerate(transforms):
                 trained = transform(member_texts, randomness.generator(r, 1, ti))
-                lm = BigramLM().fit(trained)
-                res = audit_users(
-                    lm,
+                res = score_target(
+                    auditor,
+                    BigramLM().fit(trained),
                     [texts_by_user[u] for u in members],
                     [texts_by_user[u] for u in non_members],
-                    shadow_users,
-                    shadows=shadows,
-                    seed=randomness.seed(r, 2),
                 )
                 base = {
                     "model": "bigram",
