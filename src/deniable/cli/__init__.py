@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 
+from . import audit as _audit  # noqa: E402,F401
 from . import bow as _bow  # noqa: E402,F401
 from . import calibrate as _calibrate  # noqa: E402,F401
 from . import compare as _compare  # noqa: E402,F401

@@ -6,7 +6,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -31,6 +31,74 @@ _TASK_HELP = (
 )
 
 
+ATTACKS = ("none", "authorship", "user-audit")
+
+
+def _run_attack(
+    attack: str,
+    task: str,
+    data: str,
+    out_dir: Path,
+    *,
+    mechanisms: Any,
+    epsilons: list[float],
+    model: str,
+    repeats: int,
+    seed: int | None,
+    min_posts: int,
+    max_users: int | None,
+    max_words: int | None,
+    oov: str,
+    embedding: str | None,
+    vocab_size: int | None,
+    quiet: bool,
+) -> None:
+    """``--attack authorship`` / ``--attack user-audit`` on a user corpus (docs/audit.md)."""
+    from ..experiments.authorship import authorship_attack, write_attack_results
+    from ..experiments.data import USER_CORPORA, load_user_corpus
+
+    if task not in USER_CORPORA:
+        raise InvalidParameterError("--task", task, "one of " + ", ".join(USER_CORPORA) + " with --attack")
+    if min_posts < 2:
+        raise InvalidParameterError("--min-posts", min_posts, "an integer >= 2")
+    if max_users is not None and max_users < 2:
+        raise InvalidParameterError("--max-users", max_users, "an integer >= 2")
+    corpus = load_user_corpus(task, data, min_posts=min_posts, max_users=max_users)
+    emb = load_embedding_option(embedding, vocab_size)
+    err.print(f"{corpus.describe()}; embedding {emb.name} ({emb.size:,} words)", highlight=False)
+    command = "deniable " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
+    show = False if quiet else None
+    if attack == "authorship":
+        result = authorship_attack(
+            corpus,
+            emb,
+            mechanisms,
+            epsilons,
+            repeats=repeats,
+            model=model,
+            max_words=max_words,
+            oov=oov,
+            random_state=seed,
+            show_progress=show,
+        )
+    else:
+        from ..experiments.provenance import user_audit
+
+        result = user_audit(
+            corpus,
+            emb,
+            mechanisms,
+            epsilons,
+            repeats=repeats,
+            max_words=max_words,
+            oov=oov,
+            random_state=seed,
+            show_progress=show,
+        )
+    paths = write_attack_results(result, out_dir, command=command)
+    sys.stdout.write(paths["results.md"].read_text(encoding="utf-8"))
+
+
 def _names(option: str, text: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names:
@@ -48,13 +116,14 @@ def evaluate_cmd(
     ] = "madlib",
     epsilon: Annotated[str, typer.Option("--epsilon", "-e", help="Comma-separated epsilons.")] = "1,2,4,8,16",
     model: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--model",
             help="Comma-separated classifiers: fasttext (fastText-style), tfidf (TF-IDF + "
-            "logistic regression). InsuranceQA always uses the TF-IDF ranker.",
+            "logistic regression). Default fasttext (tfidf with --attack authorship). InsuranceQA always uses "
+            "the TF-IDF ranker.",
         ),
-    ] = "fasttext",
+    ] = None,
     mode: Annotated[
         str,
         typer.Option(
@@ -104,6 +173,21 @@ def evaluate_cmd(
         typer.Option("--max-words", help="Cut every text after its first N words (both sides), to save time."),
     ] = None,
     oov: Annotated[str, typer.Option("--oov", help="Out-of-vocabulary words: keep, drop or random.")] = "keep",
+    attack: Annotated[
+        str,
+        typer.Option(
+            "--attack",
+            help="none (utility + membership inference), authorship (attribute privatized texts to their "
+            "authors; --task 20newsgroups or enron) or user-audit (was this user's data used to train a "
+            "language model; --task 20newsgroups or enron). See docs/audit.md.",
+        ),
+    ] = "none",
+    min_posts: Annotated[
+        int, typer.Option("--min-posts", help="--attack: users with at least this many documents.")
+    ] = 5,
+    max_users: Annotated[
+        int | None, typer.Option("--max-users", help="--attack: only the N most prolific users.")
+    ] = None,
     embedding: EmbeddingOpt = None,
     vocab_size: VocabSizeOpt = None,
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write PNG plots (needs matplotlib).")] = True,
@@ -138,7 +222,9 @@ def evaluate_cmd(
 
     mechs = [check_mechanism_name(m) for m in _names("--mechanism", mechanism)]
     eps_list = parse_floats("--epsilon", epsilon)
-    models = _names("--model", model)
+    if attack not in ATTACKS:
+        raise InvalidParameterError("--attack", attack, "one of " + ", ".join(ATTACKS))
+    models = _names("--model", model or ("tfidf" if attack == "authorship" else "fasttext"))
     try:
         check_model_names(models)
     except InvalidParameterError as exc:
@@ -169,6 +255,27 @@ def evaluate_cmd(
         raise InvalidParameterError("--out", out, "a folder (it exists and is a file)")
     warn_seed(seed)
     t0 = time.perf_counter()
+    if attack != "none":
+        _run_attack(
+            attack,
+            task,
+            data,
+            out_dir,
+            mechanisms=mechanism_factories(mechs, options),
+            epsilons=eps_list,
+            model=models[0],
+            repeats=repeats,
+            seed=seed,
+            min_posts=min_posts,
+            max_users=max_users,
+            max_words=max_words,
+            oov=oov,
+            embedding=embedding,
+            vocab_size=vocab_size,
+            quiet=quiet,
+        )
+        err.print(f"results written to {out_dir} ({time.perf_counter() - t0:.0f} s)", highlight=False)
+        return
     if task in RECIPES:
         data_set = load_task(task, data)
     elif task == "file":

@@ -35,17 +35,21 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import DataError, DeniableError, InvalidParameterError
+from .._validation import check_choice, check_int
 from ..io import detect_format, read_table
 
 __all__ = [
     "RECIPES",
+    "USER_CORPORA",
     "QAPairs",
     "Split",
     "TaskData",
+    "UserCorpus",
     "load_corpus",
     "load_hf",
     "load_labelled",
     "load_task",
+    "load_user_corpus",
     "split_stratified",
 ]
 
@@ -346,3 +350,77 @@ def load_task(name: str, folder: str | Path) -> TaskData:
         rel = [(lab or "").strip() == "1" for lab in table["label"]]
         qa.append(QAPairs(qs, ans, np.array(rel, dtype=bool)))
     return TaskData(name, "ranking", qa[0], qa[1])
+
+
+# --------------------------------------------------------------------------- user-grouped corpora
+#: corpora with an author per document: 20 Newsgroups (the ``From:`` sender) and the six Enron mailboxes
+USER_CORPORA = ("20newsgroups", "enron")
+
+
+@dataclass(frozen=True)
+class UserCorpus:
+    """Documents grouped by user: ``authors`` labels each text with its user (indices into
+    ``authors.classes``); ``topics`` labels the same texts with a task label (the newsgroup) when the
+    corpus has one, for utility. User names stay in ``classes`` and are never logged."""
+
+    name: str
+    authors: Split
+    topics: Split | None = None
+
+    def __len__(self) -> int:
+        return len(self.authors)
+
+    @property
+    def users(self) -> int:
+        return len(self.authors.classes)
+
+    def describe(self) -> str:
+        return f"{self.name}: {len(self):,} documents by {self.users:,} users"
+
+    def take(self, idx: npt.ArrayLike) -> UserCorpus:
+        """The documents ``idx`` (same user and topic classes)."""
+        return UserCorpus(self.name, self.authors.take(idx), None if self.topics is None else self.topics.take(idx))
+
+
+def load_user_corpus(name: str, folder: str | Path, *, min_posts: int = 5, max_users: int | None = None) -> UserCorpus:
+    """Documents of the users with at least ``min_posts`` documents (the ``max_users`` most prolific).
+
+    - ``20newsgroups``: users are the senders (``From:`` header, in the file's ``sender`` field);
+      texts are message bodies (headers stripped: the sender is not in the text); topics are
+      the newsgroups. 817 senders have >= 5 posts.
+    - ``enron``: users are the six Enron-Spam mailbox owners (ham only; a mailbox also holds
+      mail its owner received, so "author" means "mailbox"); no topics.
+    """
+    check_choice("corpus", name, USER_CORPORA)
+    min_posts = check_int("min_posts", min_posts)
+    if max_users is not None:
+        max_users = check_int("max_users", max_users, minimum=2)
+    d = _folder(folder, name)
+    topics_raw: list[str] | None = None
+    if name == "20newsgroups":
+        table = _read(d / "20news-19997.jsonl.gz", "jsonl", ["text", "label", "sender"], missing="empty")
+        texts = [_strip_headers(t or "") for t in table["text"]]
+        users = [s or "" for s in table["sender"]]
+        topics_raw = [lab or "" for lab in table["label"]]
+    else:
+        split = _enron(d, spam=False)
+        texts, users = split.texts, [split.classes[i] for i in split.labels.tolist()]
+    counts: dict[str, int] = {}
+    for u in users:
+        if u:
+            counts[u] = counts.get(u, 0) + 1
+    kept = sorted((u for u, c in counts.items() if c >= min_posts), key=lambda u: (-counts[u], u))
+    if max_users is not None:
+        kept = kept[:max_users]
+    if len(kept) < 2:
+        raise DataError(f"{name}: fewer than two users have at least {min_posts} documents")
+    keep = set(kept)
+    rows = [i for i, u in enumerate(users) if u in keep]
+    classes = tuple(sorted(kept))
+    y, _ = _encode_labels([users[i] for i in rows], classes)
+    authors = Split([texts[i] for i in rows], y, classes)
+    topics = None
+    if topics_raw is not None:
+        ty, tnames = _encode_labels([topics_raw[i] for i in rows])
+        topics = Split(authors.texts, ty, tnames)
+    return UserCorpus(name, authors, topics)
