@@ -65,6 +65,10 @@ def _run_attack(
         raise InvalidParameterError("--max-users", max_users, "an integer >= 2")
     corpus = load_user_corpus(task, data, min_posts=min_posts, max_users=max_users)
     emb = load_embedding_option(embedding, vocab_size)
+    from ..embedding import Embedding
+
+    if not isinstance(emb, Embedding):
+        raise Embedding.type_error(emb)
     err.print(f"{corpus.describe()}; embedding {emb.name} ({emb.size:,} words)", highlight=False)
     command = "deniable " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
     show = False if quiet else None

@@ -38,6 +38,7 @@ import numpy.typing as npt
 from .._errors import InvalidParameterError
 from .._random import RandomState, check_random_state, seeded_generator
 from .._validation import check_choice, check_epsilon, check_int, check_probability
+from ..embedding import Embedding
 
 if TYPE_CHECKING:
     from ..mechanisms.base import Mechanism
@@ -82,6 +83,8 @@ def sample_pairs(mech: Mechanism, pairs: int, rng: np.random.Generator, *, frequ
     n_near = (pairs + 1) // 2
     firsts = rng.choice(top, size=pairs, replace=pairs > top)
     out: list[Pair] = []
+    if not isinstance(emb, Embedding):  # a code-only vocabulary: give the pairs explicitly
+        raise Embedding.type_error(emb)
     vectors = emb.vectors
     for i, w in enumerate(firsts.tolist()):
         if i < n_near:
