@@ -157,13 +157,15 @@ def test_history_free_privatizer_output_is_valid() -> None:
     assert len(out.split()) == 5
 
 
-def test_history_free_reads_prepared_tables_into_memory() -> None:
-    # memory-mapped rows would be faulted in (and kept by the page cache) by the words read
+def test_history_free_prefaults_the_shared_prepared_tables() -> None:
+    # rows faulted in on demand would time which words earlier calls read: history-free mode
+    # touches every page once at open, and still shares one mapped copy between processes
     emb = make_tiny_embedding(80, 3, seed=42)
     prepare(emb, show_progress=False)
     shared = TruncatedExponential(emb, 4.0)
     private = TruncatedExponential(emb, 4.0, history_free=True)
     assert shared.cache_info()["disk_bytes"] == private.cache_info()["disk_bytes"] > 0
-    # a read-only memory map, or the process's own (writeable) copy
-    assert shared._prepared.knn.mapped and not shared._prepared.knn.dist.flags.writeable  # type: ignore[attr-defined]
-    assert not private._prepared.knn.mapped and private._prepared.knn.dist.flags.writeable  # type: ignore[attr-defined]
+    for mech in (shared, private):  # both read-only memory maps of the same files
+        assert not mech._prepared.knn.dist.flags.writeable  # type: ignore[attr-defined]
+        assert not mech._prepared.knn.dist.flags.owndata  # type: ignore[attr-defined]
+    assert private._prepared.knn.prefaulted and not shared._prepared.knn.prefaulted  # type: ignore[attr-defined]

@@ -24,7 +24,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -87,21 +87,25 @@ class TableStore:
 
 
 class PreparedKnn:
-    """The prepared k-NN tables of the whole vocabulary, read-only.
+    """The prepared k-NN tables of the whole vocabulary, read-only, memory-mapped.
 
-    Memory-mapped (shared by every process) by default. ``in_memory=True`` reads them
-    into this process's memory instead: then no page fault, and no page evicted or kept
-    by the page cache according to which rows were read, can time a call (history-free).
+    Every process maps the same files (one copy in the page cache, however many workers).
+    ``prefault=True`` (history-free mode) touches every page once when the tables are
+    opened, so that later calls never take a page fault whose cost would depend on which
+    rows earlier calls read; what stays is only what the kernel does under memory pressure
+    (eviction), which docs/threat-model.md names.
     """
 
-    def __init__(self, folder: Path, k: int, *, in_memory: bool = False) -> None:
+    def __init__(self, folder: Path, k: int, *, prefault: bool = False) -> None:
         self.k = k
-        self.mapped = not in_memory
-        mode: Literal["r"] | None = None if in_memory else "r"
         # plain ndarray views of the memory maps: indexing them skips np.memmap's Python layer
-        self.ids = np.asarray(np.load(folder / "ids.npy", mmap_mode=mode, allow_pickle=False))
-        self.dist = np.asarray(np.load(folder / "dist.npy", mmap_mode=mode, allow_pickle=False))
+        self.ids = np.asarray(np.load(folder / "ids.npy", mmap_mode="r", allow_pickle=False))
+        self.dist = np.asarray(np.load(folder / "dist.npy", mmap_mode="r", allow_pickle=False))
         self.disk_bytes = self.ids.nbytes + self.dist.nbytes
+        self.prefaulted = prefault
+        if prefault:
+            for arr in (self.ids, self.dist):
+                _touch_pages(arr)
 
     def get_many(self, words: npt.NDArray[np.int64]) -> list[Table | None]:
         return [(self.ids[w], self.dist[w]) for w in words.tolist()]
@@ -109,6 +113,12 @@ class PreparedKnn:
     def rows(self, words: npt.NDArray[np.int64]) -> Table:
         """The tables of ``words`` stacked: ``(len(words), width)`` ids and distances (copies)."""
         return self.ids[words], self.dist[words]
+
+
+def _touch_pages(a: np.ndarray, page: int = 4096) -> None:
+    """Read one byte of every page of ``a`` (C-contiguous), faulting the whole mapping in now."""
+    raw = a.reshape(-1).view(np.uint8)
+    int(raw[::page].sum(dtype=np.uint64))
 
 
 # -- one k-NN table from a screening row (the lazy path and the fallback of the build) ------------

@@ -196,8 +196,9 @@ class TruncatedExponential(Mechanism):
         service): no table built for a word is remembered, so the time a call takes
         depends on the word's public neighbourhood and the prepared tables only, never
         on which words were privatized before. Prepare the tables first, or every call
-        scans the vocabulary for its words; they are then read into memory (not
-        memory-mapped: page faults would time which rows were read before).
+        scans the vocabulary for its words; their memory map (shared by every
+        process) is then faulted in whole when opened, so no later page fault times
+        which rows were read before.
     """
 
     name: ClassVar[str] = "tem"
@@ -377,7 +378,7 @@ class TruncatedExponential(Mechanism):
 
                 info = open_artefact(self.embedding, KNN_KIND, knn_artefact_params(self.embedding, self.metric))
                 if info is not None:
-                    holder.knn = PreparedKnn(info.path, self._k, in_memory=self.history_free)
+                    holder.knn = PreparedKnn(info.path, self._k, prefault=self.history_free)
                 holder.loaded = True
         return holder.knn
 
