@@ -2,8 +2,8 @@
 
 Starts the service (uvicorn, ``--workers N``) on 127.0.0.1 at a free port, waits for
 ``/readyz``, then for each mechanism (TEM, the Laplace mechanism with the faiss exact
-decode) and each number of concurrent clients (httpx async) sends requests of one short
-review-like text for at most ``--seconds`` or ``--requests`` each (bounded). Usage::
+decode) and each number of concurrent clients (httpx async) sends requests of three short
+review-like texts for at most ``--seconds`` or ``--requests`` each (bounded). Usage::
 
     python bench/bench_service.py --vocab-size 50000 --workers 2
 """
@@ -26,10 +26,12 @@ import httpx
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-TEXT = (
-    "The movie was a great surprise: the actors were funny, the story moved fast and the music "
-    "was lovely. I would watch it again with my family next weekend."
-)
+#: one request: three short review-like texts (the issue's "3 short texts" request)
+TEXTS = [
+    "The movie was a great surprise and the actors were funny.",
+    "The story moved fast and the music was lovely.",
+    "I would watch it again with my family next weekend.",
+]
 
 
 def free_port() -> int:
@@ -54,7 +56,11 @@ async def level(url: str, body: dict[str, object], clients: int, seconds: float,
                 errors += 1
 
     limits = httpx.Limits(max_connections=clients)
-    async with httpx.AsyncClient(timeout=60, limits=limits) as c:
+    # TCP_NODELAY: without it the client's separate header and body writes meet the server's
+    # delayed ACK, and every request waits ~40 ms on loopback (a client artefact, not the service)
+    nodelay = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+    transport = httpx.AsyncHTTPTransport(limits=limits, socket_options=nodelay)
+    async with httpx.AsyncClient(timeout=60, transport=transport) as c:
         t0 = time.perf_counter()
         await asyncio.gather(*(client(c) for _ in range(clients)))
         wall = time.perf_counter() - t0
@@ -113,7 +119,7 @@ def main() -> None:
             print("| mechanism | clients | requests | req/s | p50 ms | p99 ms | non-200 |")
             print("|---|---:|---:|---:|---:|---:|---:|")
             for mech in ("tem", "madlib"):
-                body = {"texts": [TEXT], "epsilon": args.epsilon, "mechanism": mech}
+                body = {"texts": TEXTS, "epsilon": args.epsilon, "mechanism": mech}
                 asyncio.run(level(url, body, 1, 1.0, 20))  # warm-up
                 for clients in (int(c) for c in args.clients.split(",")):
                     r = asyncio.run(level(url, body, clients, args.seconds, args.requests))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import socket
 from typing import Annotated
 
 import typer
@@ -49,7 +50,7 @@ def serve_cmd(
     checked = config_from_mapping(data)  # fail here (exit 2, naming the key), not in every worker
     os.environ[ENV_CONFIG] = json.dumps(data)  # each worker builds its app from it
     err.print(f"serving on http://{host}:{port} with {workers} worker(s) (page at /, docs at /docs)")
-    uvicorn.run(
+    config_ = uvicorn.Config(
         "deniable.service:app_factory",
         factory=True,
         host=host,
@@ -59,3 +60,31 @@ def serve_cmd(
         log_level="warning",
         timeout_graceful_shutdown=math.ceil(checked.timeout_s) + 2,
     )
+    server = uvicorn.Server(config_)
+    if workers == 1:
+        server.run()
+        return
+    from uvicorn.supervisors import Multiprocess
+
+    Multiprocess(config_, sockets=[_tcp_listener(host, port)]).run()
+
+
+def _tcp_listener(host: str, port: int) -> socket.socket:
+    """The workers' shared listening socket, created with ``proto=IPPROTO_TCP``.
+
+    uvicorn's own ``bind_socket`` leaves ``proto`` at 0, so accepted connections do not get
+    ``TCP_NODELAY`` from asyncio and every keep-alive request waits ~40 ms on the peer's
+    delayed ACK (uvicorn issue 3149; measured here: 44 ms per request with 2 workers against
+    2 ms with 1).
+    """
+    family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(addr)
+    except OSError as exc:
+        from .._errors import InvalidParameterError
+
+        raise InvalidParameterError("--port", port, f"a free port on {host} ({exc.strerror})") from None
+    sock.set_inheritable(True)
+    return sock
