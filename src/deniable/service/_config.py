@@ -218,7 +218,9 @@ def _offer(name: str, spec: object) -> MechanismOffer:
 def config_from_mapping(data: Mapping[str, Any]) -> ServiceConfig:
     """A :class:`ServiceConfig` from a parsed file (unknown keys are errors)."""
     data = dict(data)
-    mechs = data.pop("mechanisms", {"madlib": {"client": {"index": ["flat"]}}})
+    # default: madlib with the exact numpy decode, which reads the memory-mapped embedding
+    # (shared by every worker) where faiss's flat index would be a copy per worker
+    mechs = data.pop("mechanisms", {"madlib": {"client": {"index": ["exact"]}}})
     if not isinstance(mechs, Mapping):
         raise InvalidParameterError("mechanisms", type(mechs).__name__, "a table of mechanism name -> offer")
     keys_file = data.pop("api_keys_file", None)
