@@ -31,7 +31,8 @@ def test_privatize_file_writes_manifest_without_text(tmp_path, emb_dir):
     for word in ("secretword", "launched", "rocket", "nasa", "game"):
         assert word not in raw.lower()
     m = read_manifest(dst)
-    assert m["counts"] == {"texts": 2, "tokens": 7, "changed": stats.changed, "oov": 2}
+    # only counts the output reveals: changed / out-of-vocabulary counts depend on the input
+    assert m["counts"] == {"texts": 2, "tokens": 7} and stats.oov == 2
     assert m["mechanism"]["mechanism"] == "madlib" and m["mechanism"]["epsilon"] == 5.0
     assert m["embedding"]["fingerprint"] == load_embedding(str(emb_dir)).fingerprint
     assert m["oov"] == "random" and m["case"] == "sentence" and m["vocabulary"] == "words"
