@@ -336,7 +336,8 @@ def prepare(
         The vocabulary and vectors (restrict it first with ``Embedding.subset``).
     mechanisms
         Mechanism names; ``"tem"`` prepares TEM's k-NN tables for the whole vocabulary
-        (they serve every epsilon and gamma).
+        (they serve every epsilon and gamma); ``"madlib"`` (and ``"mahalanobis"``) the
+        float HNSW index of its ``index="hnsw"`` / ``"auto"`` decode.
     metric
         The metric the mechanism will use (TEM: euclidean, manhattan, chebyshev, angular).
     show_progress
@@ -354,9 +355,11 @@ def prepare(
 
 
 def _register_builtin() -> None:
+    from .index import faiss_index
     from .mechanisms import _tem_store
 
     register_kind(_tem_store.KNN_KIND, _tem_store.build_knn_artefact)
+    register_kind(faiss_index.HNSW_KIND, faiss_index.build_hnsw_artefact)
 
 
 _register_builtin()
