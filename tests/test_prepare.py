@@ -273,3 +273,50 @@ def test_cli_prepare_madlib(
     assert run_app(["prepare", "--remove", "-m", "madlib", "--embedding", str(emb_dir), "-q"]) == 0
     assert run_app(["prepare", "--list", "-q"]) == 0
     assert capsys.readouterr().out == ""
+
+
+def test_brr_codes_prepared_loaded_and_repaired(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from deniable import binarize as binarize_module
+    from deniable.binarize import CODES_KIND, codes_artefact_params
+    from deniable.mechanisms.brr import BinaryRandomizedResponse
+
+    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
+    emb = make_tiny_embedding(120, 6, seed=56)
+    (info,) = prepare(emb, ["brr"], options={"bits": 64, "binarizer": "random"}, show_progress=False)
+    params = codes_artefact_params("simhash", 64, 0, {})
+    assert (info.kind, info.params) == (CODES_KIND, params)
+    codes = np.load(info.file("codes.npy"))
+    assert codes.shape == (120, 8) and codes.dtype == np.uint8
+
+    def no_training(*args: Any, **kwargs: Any) -> np.ndarray:
+        raise AssertionError("computed the codes although they are prepared")
+
+    monkeypatch.setattr(binarize_module, "simhash_codes", no_training)
+    mech = BinaryRandomizedResponse(emb, 5.0, bits=64, binarizer="simhash").prepare(show_progress=False)
+    assert np.array_equal(mech.codes, codes)
+    # damaged: rejected when opened, rebuilt by prepare (the same codes: a function of public data)
+    f = info.file("codes.npy")
+    f.write_bytes(f.read_bytes()[:-1] + b"\xff")
+    with pytest.raises(ArtefactError, match="checksum"):
+        open_artefact(emb, CODES_KIND, params)
+    monkeypatch.undo()
+    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
+    (again,) = prepare(emb, ["brr"], options={"bits": 64, "binarizer": "simhash"}, show_progress=False)
+    assert np.array_equal(np.load(again.file("codes.npy")), codes)
+    with pytest.raises(InvalidParameterError, match="bits"):
+        prepare(emb, ["brr"], options={"bits": 100})
+
+
+def test_cli_prepare_brr(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from deniable.cli import run_app
+
+    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
+    emb_dir = tmp_path / "toy"
+    make_toy_embedding().save(emb_dir)
+    args = ["prepare", "-m", "brr", "--bits", "128", "--binarizer", "simhash", "--embedding", str(emb_dir)]
+    assert run_app(args) == 0
+    assert "binary-codes:" in capsys.readouterr().err
+    assert run_app(["prepare", "--list"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.startswith("binary-codes\t") and "bits=128" in line and "method=simhash" in line
+    assert run_app([*args[:-2], "--bits", "100", "--embedding", str(emb_dir)]) == 2
