@@ -40,8 +40,11 @@ def test_faiss_flat_and_hnsw_agree_with_exact(data: tuple[np.ndarray, np.ndarray
 
 def test_hnsw_is_cached_on_disk(tiny_embedding: Embedding) -> None:
     a = make_index(tiny_embedding, "hnsw")
-    path = tiny_embedding.cache_path("hnsw-m32-efc100.faiss")
-    assert path.is_file()
+    from deniable.artefacts import open_artefact
+    from deniable.index.faiss_index import HNSW_KIND, hnsw_artefact_params
+
+    info = open_artefact(tiny_embedding, HNSW_KIND, hnsw_artefact_params())  # a prepared artefact
+    assert info is not None and info.file("index.faiss").is_file()
     b = make_index(tiny_embedding, "hnsw")
     q = tiny_embedding.vectors[:4]
     np.testing.assert_array_equal(a.search(q, 1)[1], b.search(q, 1)[1])

@@ -151,12 +151,13 @@ def test_two_processes_build_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 def test_list_remove_and_errors(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
     emb = make_tiny_embedding(60, 3, seed=53)
-    prepare(emb, ["tem", "madlib"], metric="angular", show_progress=False)  # madlib: nothing to prepare
+    prepare(emb, ["tem", "madlib"], metric="angular", show_progress=False)  # madlib: its HNSW index
     prepare(emb, show_progress=False)
     infos = list_artefacts(emb)
-    assert sorted(i.params["metric"] for i in infos) == ["angular", "euclidean"]
-    assert all(i.disk_bytes > 0 and i.kind == "tem-knn" for i in infos)
-    assert len(remove_artefacts(emb)) == 2 and list_artefacts(emb) == []
+    assert sorted(i.kind for i in infos) == ["hnsw", "tem-knn", "tem-knn"]
+    assert sorted(i.params["metric"] for i in infos if i.kind == "tem-knn") == ["angular", "euclidean"]
+    assert all(i.disk_bytes > 0 for i in infos)
+    assert len(remove_artefacts(emb)) == 3 and list_artefacts(emb) == []
     with pytest.raises(InvalidParameterError, match="mechanism"):
         prepare(emb, ["nope"])
     with pytest.raises(InvalidParameterError, match="metric"):
@@ -203,3 +204,119 @@ def test_cli_prepare(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: py
     assert "deniable prepare" in capsys.readouterr().err
     assert run_app(["prepare", "--embedding", str(emb_dir), "-q"]) == 0
     assert run_app([*args, "-q"]) == 0
+
+
+def test_madlib_hnsw_prepared_loaded_and_repaired(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from deniable.index import faiss_index
+    from deniable.index.faiss_index import HNSW_KIND, HNSWIndex, hnsw_artefact_params
+    from deniable.mechanisms.laplace import MultivariateLaplace
+
+    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
+    emb = make_tiny_embedding(300, 4, seed=54)
+    (info,) = prepare(emb, ["madlib"], show_progress=False)
+    assert info.kind == HNSW_KIND and info.params == hnsw_artefact_params() and info.files["index.faiss"] > 0
+    built = HNSWIndex.build
+
+    def no_build(*args: Any, **kwargs: Any) -> HNSWIndex:
+        raise AssertionError("built the HNSW index although it is prepared")
+
+    monkeypatch.setattr(HNSWIndex, "build", no_build)
+    mech = MultivariateLaplace(emb, 50.0, index="hnsw")
+    q = emb.vectors[:20].astype(np.float32)
+    assert np.array_equal(mech.decode(q), np.arange(20))  # loaded from the store
+    # a damaged file is rejected (never read) and rebuilt, by prepare and by the mechanism
+    f = info.file("index.faiss")
+    f.write_bytes(f.read_bytes()[:-1])
+    with pytest.raises(ArtefactError, match="truncated"):
+        open_artefact(emb, HNSW_KIND, hnsw_artefact_params())
+    monkeypatch.setattr(HNSWIndex, "build", built)
+    (again,) = prepare(emb, ["madlib"], show_progress=False)
+    assert open_artefact(emb, HNSW_KIND, hnsw_artefact_params()) == again
+    data = again.file("index.faiss").read_bytes()
+    again.file("index.faiss").write_bytes(data[:-8] + bytes(8))  # same size, altered
+    idx = faiss_index.HNSWIndex.cached(emb, notice=False)
+    assert idx.ntotal == 300 and open_artefact(emb, HNSW_KIND, hnsw_artefact_params()) is not None
+
+
+def test_madlib_hnsw_takes_over_the_old_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import faiss
+
+    from deniable.index.faiss_index import HNSWIndex
+
+    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
+    emb = make_tiny_embedding(200, 3, seed=55)
+    old = HNSWIndex.build(emb.vectors)
+    legacy = emb.cache_path("hnsw-m32-efc100.faiss")
+    faiss.write_index(old.faiss_index, str(legacy))
+
+    def no_build(*args: Any, **kwargs: Any) -> HNSWIndex:
+        raise AssertionError("rebuilt although the old cache holds the index")
+
+    monkeypatch.setattr(HNSWIndex, "build", no_build)
+    (info,) = prepare(emb, ["madlib"], show_progress=False)
+    assert info.file("index.faiss").read_bytes() == legacy.read_bytes()
+
+
+def test_cli_prepare_madlib(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from deniable.cli import run_app
+
+    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
+    emb_dir = tmp_path / "toy"
+    make_toy_embedding().save(emb_dir)
+    assert run_app(["prepare", "-m", "madlib", "--embedding", str(emb_dir)]) == 0
+    assert "hnsw:" in capsys.readouterr().err
+    assert run_app(["prepare", "--list"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.startswith("hnsw\t") and "ef_construction=100, m=32" in line
+    assert run_app(["prepare", "--remove", "-m", "madlib", "--embedding", str(emb_dir), "-q"]) == 0
+    assert run_app(["prepare", "--list", "-q"]) == 0
+    assert capsys.readouterr().out == ""
+
+
+def test_brr_codes_prepared_loaded_and_repaired(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from deniable import binarize as binarize_module
+    from deniable.binarize import CODES_KIND, codes_artefact_params
+    from deniable.mechanisms.brr import BinaryRandomizedResponse
+
+    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
+    emb = make_tiny_embedding(120, 6, seed=56)
+    (info,) = prepare(emb, ["brr"], options={"bits": 64, "binarizer": "random"}, show_progress=False)
+    params = codes_artefact_params("simhash", 64, 0, {})
+    assert (info.kind, info.params) == (CODES_KIND, params)
+    codes = np.load(info.file("codes.npy"))
+    assert codes.shape == (120, 8) and codes.dtype == np.uint8
+
+    def no_training(*args: Any, **kwargs: Any) -> np.ndarray:
+        raise AssertionError("computed the codes although they are prepared")
+
+    monkeypatch.setattr(binarize_module, "simhash_codes", no_training)
+    mech = BinaryRandomizedResponse(emb, 5.0, bits=64, binarizer="simhash").prepare(show_progress=False)
+    assert np.array_equal(mech.codes, codes)
+    # damaged: rejected when opened, rebuilt by prepare (the same codes: a function of public data)
+    f = info.file("codes.npy")
+    f.write_bytes(f.read_bytes()[:-1] + b"\xff")
+    with pytest.raises(ArtefactError, match="checksum"):
+        open_artefact(emb, CODES_KIND, params)
+    monkeypatch.undo()
+    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
+    (again,) = prepare(emb, ["brr"], options={"bits": 64, "binarizer": "simhash"}, show_progress=False)
+    assert np.array_equal(np.load(again.file("codes.npy")), codes)
+    with pytest.raises(InvalidParameterError, match="bits"):
+        prepare(emb, ["brr"], options={"bits": 100})
+
+
+def test_cli_prepare_brr(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from deniable.cli import run_app
+
+    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
+    emb_dir = tmp_path / "toy"
+    make_toy_embedding().save(emb_dir)
+    args = ["prepare", "-m", "brr", "--bits", "128", "--binarizer", "simhash", "--embedding", str(emb_dir)]
+    assert run_app(args) == 0
+    assert "binary-codes:" in capsys.readouterr().err
+    assert run_app(["prepare", "--list"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.startswith("binary-codes\t") and "bits=128" in line and "method=simhash" in line
+    assert run_app([*args[:-2], "--bits", "100", "--embedding", str(emb_dir)]) == 2

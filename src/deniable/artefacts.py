@@ -298,19 +298,25 @@ def remove_artefacts(
 # -- what each mechanism prepares ----------------------------------------------------------
 
 
-
-
 def planned_artefacts(
-    embedding: Vocabulary, mechanisms: Iterable[str] = ("tem",), *, metric: str = "euclidean"
+    embedding: Vocabulary,
+    mechanisms: Iterable[str] = ("tem",),
+    *,
+    metric: str = "euclidean",
+    options: dict[str, Any] | None = None,
 ) -> list[tuple[str, dict[str, Any]]]:
-    """``(kind, params)`` of every artefact ``mechanisms`` read on ``embedding`` (nothing is built)."""
+    """``(kind, params)`` of every artefact ``mechanisms`` read on ``embedding`` (nothing is built).
+
+    ``options``: mechanism parameters the artefacts depend on (brr: ``bits``, ``binarizer``,
+    ``seed``, ``binarizer_options``); each mechanism reads the ones it knows.
+    """
     from .mechanisms import mechanism_class
     from .metrics import check_metric
 
     names = [mechanisms] if isinstance(mechanisms, str) else list(mechanisms)
     for name in names:
         mechanism_class(name)  # an unknown name is an InvalidParameterError naming the registered ones
-    options = {"metric": check_metric(metric)}
+    options = {**(options or {}), "metric": check_metric(metric)}
     out: list[tuple[str, dict[str, Any]]] = []
     for name in names:
         # capability: a mechanism class that reads prepared artefacts lists them
@@ -325,6 +331,7 @@ def prepare(
     mechanisms: Iterable[str] = ("tem",),
     *,
     metric: str = "euclidean",
+    options: dict[str, Any] | None = None,
     show_progress: bool | None = None,
     rebuild: bool = False,
 ) -> list[ArtefactInfo]:
@@ -336,9 +343,13 @@ def prepare(
         The vocabulary and vectors (restrict it first with ``Embedding.subset``).
     mechanisms
         Mechanism names; ``"tem"`` prepares TEM's k-NN tables for the whole vocabulary
-        (they serve every epsilon and gamma).
+        (they serve every epsilon and gamma); ``"madlib"`` (and ``"mahalanobis"``) the
+        float HNSW index of its ``index="hnsw"`` / ``"auto"`` decode; ``"brr"`` its
+        trained binary codes (``options``: ``bits``, ``binarizer``, ``seed``).
     metric
         The metric the mechanism will use (TEM: euclidean, manhattan, chebyshev, angular).
+    options
+        Other mechanism parameters the artefacts depend on (see :func:`planned_artefacts`).
     show_progress
         Progress bars (default: when stderr is a terminal).
     rebuild
@@ -349,14 +360,18 @@ def prepare(
     """
     return [
         build_artefact(embedding, kind, params, show_progress=show_progress, rebuild=rebuild)
-        for kind, params in planned_artefacts(embedding, mechanisms, metric=metric)
+        for kind, params in planned_artefacts(embedding, mechanisms, metric=metric, options=options)
     ]
 
 
 def _register_builtin() -> None:
+    from . import binarize
+    from .index import faiss_index
     from .mechanisms import _tem_store
 
     register_kind(_tem_store.KNN_KIND, _tem_store.build_knn_artefact)
+    register_kind(faiss_index.HNSW_KIND, faiss_index.build_hnsw_artefact)
+    register_kind(binarize.CODES_KIND, binarize.build_codes_artefact)
 
 
 _register_builtin()

@@ -23,26 +23,28 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from .._cache import atomic_path
 from .._errors import EmbeddingError, InvalidParameterError
 from .._validation import check_choice, check_int
 from ._methods import autoencoder_codes, itq_codes, simhash_codes, train_autoencoder
 from .device import CodeVocabulary
 
 if TYPE_CHECKING:
-    from ..embedding import Embedding
+    from ..embedding import Embedding, Vocabulary
 
 __all__ = [
     "ALIASES",
     "BINARIZERS",
     "BITS",
+    "CODES_KIND",
     "CodeVocabulary",
     "autoencoder_codes",
     "binarize",
+    "build_codes_artefact",
     "check_binarizer",
     "check_binarizer_options",
     "check_bits",
     "check_codes",
+    "codes_artefact_params",
     "codes_cache_path",
     "itq_codes",
     "simhash_codes",
@@ -117,11 +119,70 @@ def check_binarizer_options(method: str, options: dict[str, Any]) -> dict[str, A
     return merged
 
 
+#: The prepared-artefact kind of trained codes (:mod:`deniable.artefacts`) and its file.
+CODES_KIND = "binary-codes"
+CODES_FILE = "codes.npy"
+
+
+def codes_artefact_params(method: str, bits: int, seed: int, options: dict[str, Any]) -> dict[str, Any]:
+    """The store parameters of codes (method, bits, seed and the binarizer's full options)."""
+    return {"method": method, "bits": int(bits), "seed": int(seed), "options": dict(options)}
+
+
 def codes_cache_path(embedding: Embedding, method: str, bits: int, seed: int, options: dict[str, Any]) -> Path:
-    """Where the codes for these parameters are cached (keyed by embedding, method, bits, seed, options)."""
+    """Where the codes for these parameters are kept: the file of their prepared artefact.
+
+    It exists only once the artefact is complete (built in a temporary folder, renamed into place).
+    """
+    from ..artefacts import artefact_path
+
+    return artefact_path(embedding, CODES_KIND, codes_artefact_params(method, bits, seed, options)) / CODES_FILE
+
+
+def _legacy_codes_path(embedding: Embedding, method: str, bits: int, seed: int, options: dict[str, Any]) -> Path:
+    """The codes file of versions before the prepared-artefact store (no checksum)."""
     key = json.dumps({"method": method, "bits": bits, "seed": seed, "options": options, "v": 1}, sort_keys=True)
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     return embedding.cache_path("binary-codes", f"{method}-{bits}b-seed{seed}-{digest}.npy")
+
+
+def _compute_codes(
+    embedding: Embedding, bits: int, method: str, seed: int, show_progress: bool | None, opts: dict[str, Any]
+) -> npt.NDArray[np.uint8]:
+    x = embedding.vectors
+    if method == "simhash":
+        return simhash_codes(x, bits, seed)
+    if method == "itq":
+        return itq_codes(x, bits, seed, show_progress=show_progress, **opts)
+    return autoencoder_codes(x, bits, seed, show_progress=show_progress, **opts)
+
+
+def build_codes_artefact(
+    embedding: Vocabulary, params: dict[str, Any], folder: Path, show_progress: bool | None
+) -> None:
+    """Write ``codes.npy``: the packed codes of every word of ``embedding`` (a registered artefact builder).
+
+    A codes file of the cache of versions before the store is taken over when it has the
+    right dtype and shape, else the codes are computed.
+    """
+    from ..embedding import Embedding
+
+    if not isinstance(embedding, Embedding):
+        raise Embedding.type_error(embedding)
+    method, bits, seed, opts = str(params["method"]), int(params["bits"]), int(params["seed"]), params["options"]
+    codes: npt.NDArray[np.uint8] | None = None
+    legacy = _legacy_codes_path(embedding, method, bits, seed, opts)
+    if legacy.is_file():
+        try:
+            old = np.load(legacy, mmap_mode="r", allow_pickle=False)
+            if old.dtype == np.uint8 and old.shape == (embedding.size, bits // 8):
+                codes = np.asarray(old)
+        except (OSError, ValueError):
+            codes = None
+    if codes is None:
+        codes = _compute_codes(embedding, bits, method, seed, show_progress, opts)
+    with open(folder / CODES_FILE, "wb") as fh:
+        np.save(fh, codes, allow_pickle=False)
 
 
 def binarize(
@@ -148,7 +209,8 @@ def binarize(
         Seed of the training / projection (a public parameter, not privacy noise): the
         same seed gives the same codes.
     cache
-        Read / write the codes in the on-disk cache (memory-mapped when read).
+        Read / write the codes as a prepared artefact (:mod:`deniable.artefacts`: manifest,
+        sha256 verified once per process, memory-mapped; a damaged copy is rebuilt).
     show_progress
         Progress bar (default: when stderr is a terminal).
     options
@@ -161,26 +223,16 @@ def binarize(
     method = check_binarizer(method)
     seed = check_int("seed", seed, minimum=0)
     opts = check_binarizer_options(method, options)
-    path = codes_cache_path(embedding, method, bits, seed, opts) if cache else None
-    if path is not None and path.is_file():
-        codes = np.load(path, mmap_mode="r", allow_pickle=False)
-        if codes.dtype != np.uint8 or codes.shape != (embedding.size, bits // 8):
-            raise EmbeddingError(f"cached codes {path} have shape {codes.shape}; delete the file to rebuild them")
-        return codes
-    x = embedding.vectors
-    if method == "simhash":
-        codes = simhash_codes(x, bits, seed)
-    elif method == "itq":
-        codes = itq_codes(x, bits, seed, show_progress=show_progress, **opts)
-    else:
-        codes = autoencoder_codes(x, bits, seed, show_progress=show_progress, **opts)
-    if path is None:
+    if not cache:
+        codes = _compute_codes(embedding, bits, method, seed, show_progress, opts)
         codes.flags.writeable = False
         return codes
+    from ..artefacts import build_artefact
 
-    def write(p: Path) -> None:
-        with open(p, "wb") as fh:
-            np.save(fh, codes, allow_pickle=False)
-
-    atomic_path(path, write)
-    return np.load(path, mmap_mode="r", allow_pickle=False)
+    info = build_artefact(
+        embedding, CODES_KIND, codes_artefact_params(method, bits, seed, opts), show_progress=show_progress
+    )
+    codes = np.load(info.file(CODES_FILE), mmap_mode="r", allow_pickle=False)
+    if codes.dtype != np.uint8 or codes.shape != (embedding.size, bits // 8):
+        raise EmbeddingError(f"prepared codes {info.path} have shape {codes.shape}; rebuild them with deniable prepare")
+    return codes

@@ -38,6 +38,15 @@ def prepare_cmd(
     metric: Annotated[
         str | None, typer.Option("--metric", help="tem: euclidean (default), manhattan, chebyshev or angular.")
     ] = None,
+    bits: Annotated[
+        int | None, typer.Option("--bits", help="brr: code length (64, 128, 256 or 512; default 256).")
+    ] = None,
+    binarizer: Annotated[
+        str | None, typer.Option("--binarizer", help="brr: autoencoder (default), simhash (random) or itq.")
+    ] = None,
+    binarizer_seed: Annotated[
+        int | None, typer.Option("--binarizer-seed", help="brr: seed of the binarizer's training (default 0).")
+    ] = None,
     list_: Annotated[
         bool, typer.Option("--list", help="Show the prepared artefacts (all embeddings) with their size.")
     ] = False,
@@ -76,16 +85,25 @@ def prepare_cmd(
             )
         return
     names = mechanism or ["tem"]
+    given = {"bits": bits, "binarizer": binarizer, "seed": binarizer_seed}
+    options = {k: v for k, v in given.items() if v is not None}
     for name in names:
         check_mechanism_name(name)  # before loading the embedding
     emb = load_embedding_option(embedding, vocab_size, vocabulary)
     if remove:
-        plan = planned_artefacts(emb, names, metric=metric or "euclidean") if mechanism else None
+        plan = planned_artefacts(emb, names, metric=metric or "euclidean", options=options) if mechanism else None
         removed = remove_artefacts(emb, plan)
         if not quiet:
             err.print(f"removed {len(removed)} artefact(s), {_size(sum(i.disk_bytes for i in removed))}")
         return
-    infos = prepare(emb, names, metric=metric or "euclidean", show_progress=False if quiet else None, rebuild=rebuild)
+    infos = prepare(
+        emb,
+        names,
+        metric=metric or "euclidean",
+        options=options,
+        show_progress=False if quiet else None,
+        rebuild=rebuild,
+    )
     if not quiet:
         for info in infos:
             err.print(f"{info.kind}: {_size(info.disk_bytes)} in {info.path} (built in {info.build_seconds:.1f} s)")

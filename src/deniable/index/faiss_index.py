@@ -7,14 +7,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from .._cache import atomic_path
 from .._errors import InvalidParameterError
 from .._progress import progress
 from ._base import Index, check_index, check_queries
 from .exact import ExactIndex
 
 if TYPE_CHECKING:
-    from ..embedding import Embedding
+    from ..embedding import Embedding, Vocabulary
 
 
 def add_in_chunks(index: Any, rows: np.ndarray, chunk: int, description: str) -> None:
@@ -95,28 +94,73 @@ class HNSWIndex(_FaissWrapper):
         ef_search: int = 128,
         notice: bool = True,
     ) -> HNSWIndex:
-        """Load the HNSW index for ``embedding`` from the cache, building it once if needed.
+        """Load the HNSW index for ``embedding`` from the prepared-artefact store, building it once if needed.
 
-        A build says so on stderr (one line, unless ``notice=False``) and shows a progress
-        bar on a terminal. The index is a function of the public embedding only.
+        It is the artefact :data:`HNSW_KIND` (:mod:`deniable.artefacts`: manifest, sha256
+        verified when opened, built once under a lock; ``deniable prepare -m madlib``
+        builds it ahead). A damaged copy is rebuilt. A build says so on stderr (one line,
+        unless ``notice=False``) and shows a progress bar on a terminal. The index is a
+        function of the public embedding only.
         """
         import faiss
 
-        path: Path = embedding.cache_path(f"hnsw-m{m}-efc{ef_construction}.faiss")
-        if path.is_file():
-            idx = cls(faiss.read_index(str(path)), ef_search)
-            check_index(idx, embedding.size, embedding.dim)
-            return idx
-        if notice:
-            print(
-                f"deniable: building the HNSW index of this embedding ({embedding.size:,} words; once, "
-                "then cached on disk)",
-                file=sys.stderr,
-                flush=True,
-            )
-        idx = cls.build(embedding.vectors, m=m, ef_construction=ef_construction, ef_search=ef_search)
-        atomic_path(path, lambda p: faiss.write_index(idx.faiss_index, str(p)))
+        from ..artefacts import ArtefactError, build_artefact, open_artefact
+
+        params = hnsw_artefact_params(m, ef_construction)
+        try:
+            info = open_artefact(embedding, HNSW_KIND, params)
+        except ArtefactError:
+            info = None  # damaged: rebuilt below
+        if info is None:
+            if notice:
+                print(
+                    f"deniable: building the HNSW index of this embedding ({embedding.size:,} words; once, "
+                    "then kept as a prepared artefact)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            info = build_artefact(embedding, HNSW_KIND, params)
+        idx = cls(faiss.read_index(str(info.file(HNSW_FILE))), ef_search)
+        check_index(idx, embedding.size, embedding.dim)
         return idx
+
+
+#: The prepared-artefact kind of the float HNSW index (madlib's ``index="hnsw"`` and ``"auto"`` decode).
+HNSW_KIND = "hnsw"
+HNSW_FILE = "index.faiss"
+
+
+def hnsw_artefact_params(m: int = 32, ef_construction: int = 100) -> dict[str, Any]:
+    """The store parameters of the HNSW graph ``m`` / ``ef_construction`` (efSearch is set at load)."""
+    return {"m": int(m), "ef_construction": int(ef_construction)}
+
+
+def build_hnsw_artefact(
+    embedding: Vocabulary, params: dict[str, Any], folder: Path, show_progress: bool | None
+) -> None:
+    """Write ``index.faiss``: the HNSW index of ``embedding``'s vectors (a registered artefact builder).
+
+    A copy in the cache of versions before the store (``hnsw-m*-efc*.faiss``, no
+    checksum) is taken over when faiss reads it and it fits the embedding, else built.
+    """
+    import faiss
+
+    from ..embedding import Embedding
+
+    if not isinstance(embedding, Embedding):
+        raise Embedding.type_error(embedding)
+    m, efc = int(params["m"]), int(params["ef_construction"])
+    legacy = embedding.cache_path(f"hnsw-m{m}-efc{efc}.faiss")
+    index: Any = None
+    if legacy.is_file():
+        try:
+            index = faiss.read_index(str(legacy))
+            check_index(_FaissWrapper(index), embedding.size, embedding.dim)
+        except Exception:  # unreadable or of another embedding: build instead
+            index = None
+    if index is None:
+        index = HNSWIndex.build(embedding.vectors, m=m, ef_construction=efc).faiss_index
+    faiss.write_index(index, str(folder / HNSW_FILE))
 
 
 def make_index(embedding: Embedding, kind: str | Index = "exact", **options: Any) -> Index:

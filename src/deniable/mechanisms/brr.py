@@ -34,11 +34,13 @@ from ..binarize import (
     ALIASES,
     BINARIZERS,
     BITS,
+    CODES_KIND,
     binarize,
     check_binarizer,
     check_binarizer_options,
     check_bits,
     check_codes,
+    codes_artefact_params,
     codes_cache_path,
 )
 from ..binarize.device import CodeVocabulary, load_device_artefact, save_device_artefact
@@ -317,6 +319,23 @@ class BinaryRandomizedResponse(Mechanism):
         Option("binarizer_options", dict, None, cli=False, help="hyper-parameters of the binarizer"),
         Option("show_progress", bool, None, cli=False, help="progress bar while training codes"),
     )
+
+    @classmethod
+    def prepared_artefacts(cls, embedding: Vocabulary, options: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """``(kind, params)`` of the codes BRR trains from float vectors (:mod:`deniable.artefacts`).
+
+        ``options``: ``bits`` (256), ``binarizer`` (autoencoder), ``seed`` (0),
+        ``binarizer_options``. A device artefact's codes are given: nothing to prepare.
+        """
+        if not isinstance(embedding, Vocabulary):
+            raise InvalidParameterError("embedding", type(embedding).__name__, "a deniable.Embedding")
+        if not isinstance(embedding, Embedding):
+            return []
+        bits = options.get("bits")
+        method = check_binarizer(options.get("binarizer") or "autoencoder")
+        seed = check_int("seed", options.get("seed", 0), minimum=0)
+        opts = check_binarizer_options(method, dict(options.get("binarizer_options") or {}))
+        return [(CODES_KIND, codes_artefact_params(method, check_bits(256 if bits is None else bits), seed, opts))]
 
     def __post_init__(self) -> None:
         """Validate and record the parameters; no training, no index (see :meth:`prepare`)."""

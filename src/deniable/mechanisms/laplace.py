@@ -10,8 +10,9 @@ import numpy.typing as npt
 
 from .._errors import InvalidParameterError
 from .._validation import check_choice, check_epsilon, check_int
-from ..embedding import Embedding
+from ..embedding import Embedding, Vocabulary
 from ..index import INDEXES, Index, make_index
+from ..index.faiss_index import HNSW_KIND, hnsw_artefact_params
 from ..index.tuned import tuned_index
 from ..metrics import paired_distances
 from .base import Mechanism
@@ -93,6 +94,14 @@ class MultivariateLaplace(Mechanism):
         Option("batch_size", int, 8192, low=1, cli=False, help="tokens decoded per block (bounds memory)"),
         Option("index_options", dict, None, cli=False, help="keyword arguments of the index"),
     )
+
+    @classmethod
+    def prepared_artefacts(cls, embedding: Vocabulary, options: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """``(kind, params)`` of the HNSW index the ``"hnsw"`` / ``"auto"`` decode reads (:mod:`deniable.artefacts`)."""
+        if not isinstance(embedding, Embedding):
+            raise Embedding.type_error(embedding)
+        _ = embedding.vectors  # a code-only vocabulary has none and says so here
+        return [(HNSW_KIND, hnsw_artefact_params())]
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
