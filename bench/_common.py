@@ -34,9 +34,9 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def imdb_texts(limit: int, split: str = "train") -> list[str] | None:
-    """The first ``limit`` IMDb reviews, or None when the shared data are absent."""
-    path = DATA / "imdb" / f"{split}.jsonl.gz"
+def imdb_texts(limit: int, split: str = "train", data: Path = DATA) -> list[str] | None:
+    """The first ``limit`` IMDb reviews under ``data``, or None when the shared data are absent."""
+    path = data / "imdb" / f"{split}.jsonl.gz"
     if not path.is_file():
         return None
     out: list[str] = []

@@ -29,7 +29,6 @@ about 4 minutes to prepare). Usage::
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import statistics
@@ -40,26 +39,13 @@ import threading
 import time
 from pathlib import Path
 
-from _common import DATA, load_average, peak_rss_mb, table
+from _common import DATA, imdb_texts, load_average, peak_rss_mb, table
 
 ENGINES = ("single", "spark[1]", "spark[2]", "ray[2]", "hf[2]")
 WORKERS = {"single": 1, "spark[1]": 1, "spark[2]": 2, "ray[2]": 2, "hf[2]": 2}
 #: cmdline fragments naming each engine's worker processes (for the RSS sampler)
 WORKER_MARK = {"spark": ("pyspark",), "ray": ("default_worker", "ray::"), "hf": ("python",)}
 BATCH = 100  # reviews per batch on every engine
-
-
-def read_reviews(data: Path, n: int) -> list[str]:
-    path = data / "imdb" / "train.jsonl.gz"
-    if not path.is_file():
-        raise SystemExit(f"{path} not found (IMDb as JSON lines with a 'text' field; see --data)")
-    out: list[str] = []
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        for line in fh:
-            out.append(json.loads(line)["text"])
-            if len(out) >= n:
-                break
-    return out
 
 
 # ----------------------------------------------------------------------- worker-RSS sampler
@@ -221,7 +207,9 @@ def main() -> None:
     from deniable import load_embedding, prepare
     from deniable.text import words
 
-    texts = read_reviews(args.data, args.reviews)
+    texts = imdb_texts(args.reviews, data=args.data)
+    if texts is None:
+        raise SystemExit(f"{args.data / 'imdb' / 'train.jsonl.gz'} not found (IMDb as JSON lines; see --data)")
     tokens = sum(len(words(t)) for t in texts)
     print(f"{len(texts):,} IMDb train reviews, {tokens:,} word tokens; vocabulary {args.vocab_size:,}")
     print(f"load before: {load_average()}")
