@@ -107,35 +107,20 @@ def test_load_user_corpus_strips_senders(tmp_path: Path, toy_embedding: Embeddin
     assert corpus.topics is not None and corpus.topics.classes == ("group0", "group1")
 
 
+def attack_args(attack: str, data: Path, out: Path, emb_dir: Path, epsilons: str) -> list[str]:
+    """``deniable evaluate --attack ATTACK`` on the synthetic 20 Newsgroups folder, TEM, one seeded repeat."""
+    return [
+        "evaluate", "--attack", attack, "--task", "20newsgroups", "--data", str(data), "--out", str(out),
+        "-m", "tem", "-e", epsilons, "--repeats", "1", "--seed", "1", "--embedding", str(emb_dir), "--quiet",
+    ]  # fmt: skip
+
+
 def test_cli_evaluate_attack_authorship(tmp_path: Path, emb_dir: Path, toy_embedding: Embedding) -> None:
     from deniable.cli._common import run_app
 
     newsgroups_folder(tmp_path, toy_embedding)
     out = tmp_path / "out"
-    code = run_app(
-        [
-            "evaluate",
-            "--attack",
-            "authorship",
-            "--task",
-            "20newsgroups",
-            "--data",
-            str(tmp_path),
-            "--out",
-            str(out),
-            "-m",
-            "tem",
-            "-e",
-            "0.001,30",
-            "--repeats",
-            "1",
-            "--seed",
-            "1",
-            "--embedding",
-            str(emb_dir),
-            "--quiet",
-        ]
-    )
+    code = run_app(attack_args("authorship", tmp_path, out, emb_dir, "0.001,30"))
     assert code == 0
     md = (out / "results.md").read_text()
     assert "author_accuracy" in md and "topic_accuracy" in md and "example.org" not in md

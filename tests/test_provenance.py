@@ -111,34 +111,11 @@ def test_baselines_transform() -> None:
 
 def test_cli_evaluate_attack_user_audit(tmp_path, emb_dir, toy_embedding) -> None:  # type: ignore[no-untyped-def]
     from deniable.cli._common import run_app
-    from test_authorship import newsgroups_folder
+    from test_authorship import attack_args, newsgroups_folder
 
     newsgroups_folder(tmp_path, toy_embedding, users=10, posts=6)
     out = tmp_path / "out"
-    code = run_app(
-        [
-            "evaluate",
-            "--attack",
-            "user-audit",
-            "--task",
-            "20newsgroups",
-            "--data",
-            str(tmp_path),
-            "--out",
-            str(out),
-            "-m",
-            "tem",
-            "-e",
-            "1",
-            "--repeats",
-            "1",
-            "--seed",
-            "1",
-            "--embedding",
-            str(emb_dir),
-            "--quiet",
-        ]
-    )
+    code = run_app(attack_args("user-audit", tmp_path, out, emb_dir, "1"))
     assert code == 0
     md = (out / "results.md").read_text()
     for word in ("original", "nearest", "decoys-noise", "auc", "recall"):
