@@ -38,6 +38,7 @@ import numpy.typing as npt
 from .._errors import InvalidParameterError
 from .._random import RandomState, check_random_state, seeded_generator
 from .._validation import check_choice, check_epsilon, check_int, check_probability
+from ..calibrate import clopper_pearson as interval
 from ..embedding import Embedding
 
 if TYPE_CHECKING:
@@ -56,17 +57,13 @@ def clopper_pearson(k: npt.ArrayLike, n: int, alpha: float, side: str) -> npt.ND
     """One-sided Clopper-Pearson bound at confidence ``1 - alpha`` for ``k`` successes in ``n`` trials.
 
     ``side="lower"``: ``P(p < bound) <= alpha``; ``side="upper"``: ``P(p > bound) <= alpha``.
+    Each end of the two-sided interval at confidence ``1 - 2 alpha``
+    (:func:`deniable.calibrate.clopper_pearson`, the one implementation).
     """
-    from scipy.stats import beta
-
-    kk = np.asarray(k, dtype=np.float64)
-    if side == "lower":
-        with np.errstate(invalid="ignore"):
-            return np.where(kk > 0, beta.ppf(alpha, np.maximum(kk, 1), n - kk + 1), 0.0)
-    if side == "upper":
-        with np.errstate(invalid="ignore"):
-            return np.where(kk < n, beta.ppf(1 - alpha, kk + 1, np.maximum(n - kk, 1)), 1.0)
-    raise InvalidParameterError("side", side, "'lower' or 'upper'")
+    if side not in ("lower", "upper"):
+        raise InvalidParameterError("side", side, "'lower' or 'upper'")
+    lo, hi = interval(k, n, 1.0 - 2.0 * alpha)
+    return lo if side == "lower" else hi
 
 
 def sample_pairs(mech: Mechanism, pairs: int, rng: np.random.Generator, *, frequent: int | None = None) -> list[Pair]:

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from .._validation import check_probability
+from ..calibrate import clopper_pearson
 from ..embedding import Embedding
-from .audit import clopper_pearson
 from .data import Split, TaskData, UserCorpus, split_stratified
 from .harness import KEYS, EvaluationConfig, MechanismFactory, run_evaluation
 from .results import ExperimentRandomness, Results, format_interval, write_files
@@ -52,8 +52,7 @@ def _with_interval(rows: list[dict[str, Any]], metric: str) -> list[dict[str, An
             continue
         n = int(r["n_test"])
         k = round(float(r["value"]) * n)
-        lo = float(clopper_pearson(k, n, 0.025, "lower"))
-        hi = float(clopper_pearson(k, n, 0.025, "upper"))
+        lo, hi = (float(b) for b in clopper_pearson(k, n, 0.95))
         out.append({**r, "metric": metric, "ci_low": lo, "ci_high": hi})
     return out
 

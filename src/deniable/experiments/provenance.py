@@ -45,10 +45,10 @@ import scipy.sparse as sp
 
 from .._errors import InvalidParameterError
 from .._validation import check_int, check_probability
+from ..calibrate import clopper_pearson
 from ..embedding import Embedding
 from ..privatizer import Privatizer
 from ..text import words
-from .audit import clopper_pearson
 from .baselines import BASELINES, Baseline, make_baseline
 from .data import UserCorpus
 from .harness import KEYS, MechanismFactory
@@ -233,8 +233,7 @@ def _metric_rows(res: dict[str, float]) -> list[dict[str, Any]]:
         if n == 0:  # nobody predicted a member: precision 0 by convention (seed 003 Table 4), no interval
             rows.append({"metric": metric, "value": 0.0, "ci_low": math.nan, "ci_high": math.nan})
             continue
-        lo = float(clopper_pearson(int(k), int(n), 0.025, "lower"))
-        hi = float(clopper_pearson(int(k), int(n), 0.025, "upper"))
+        lo, hi = (float(b) for b in clopper_pearson(int(k), int(n), 0.95))
         rows.append({"metric": metric, "value": k / n, "ci_low": lo, "ci_high": hi})
     return rows
 
