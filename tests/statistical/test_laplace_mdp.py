@@ -10,39 +10,18 @@ claimed epsilon is caught.
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
-from scipy import stats
+from _mdp_check import violations as check_violations
 
 from deniable import Embedding, MultivariateLaplace
 
 pytestmark = pytest.mark.slow
-ALPHA = 1e-6
-
-
-def cp_bounds(k: np.ndarray, n: int, alpha: float) -> tuple[np.ndarray, np.ndarray]:
-    lo = np.where(k > 0, stats.beta.ppf(alpha / 2, k, n - k + 1), 0.0)
-    hi = np.where(k < n, stats.beta.ppf(1 - alpha / 2, k + 1, n - k), 1.0)
-    return lo, hi
 
 
 def violations(emb: Embedding, claimed_eps: float, true_eps: float, n: int, seed: int) -> int:
-    mech = MultivariateLaplace(emb, epsilon=true_eps)
-    rng = np.random.default_rng(seed)
-    v = emb.size
-    counts = np.zeros((v, v))
-    for w in range(v):
-        out = mech.privatize(np.full(n, w), rng)
-        counts[w] = np.bincount(out, minlength=v)
-    cells = v * v * (v - 1)
-    lo, hi = cp_bounds(counts, n, ALPHA / cells)
-    bad = 0
-    for w, w2 in itertools.permutations(range(v), 2):
-        d = float(np.linalg.norm(emb.vectors[w] - emb.vectors[w2]))
-        bad += int(np.sum(lo[w] > np.exp(claimed_eps * d) * hi[w2]))
-    return bad
+    """Bound violations of madlib built at ``true_eps`` against the claim ``claimed_eps`` (shared check)."""
+    return check_violations(lambda e, eps: MultivariateLaplace(e, epsilon=eps), emb, claimed_eps, true_eps, n, seed)
 
 
 def line_embedding() -> Embedding:
