@@ -130,7 +130,15 @@ class Geometry:
         return self.exact_paired(np.array([w], dtype=np.int64), ys)
 
     def exact_paired(self, ws: npt.NDArray[np.int64], ys: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-        """Exact ``d(ws[i], ys[i])``: the arithmetic behind :meth:`exact` too (``ws`` may have one element)."""
+        """Exact ``d(ws[i], ys[i])``: the arithmetic behind :meth:`exact` too (``ws`` may have one element).
+
+        ``ws`` of shape ``(r, 1)`` with ``ys`` of shape ``(r, k)`` gives the ``(r, k)``
+        distances of ``r`` rows at once, bit for bit those of :meth:`exact` row by row
+        (the same difference and the same reduction over the last axis per pair).
+        """
+        if ys.ndim == 2:
+            flat_ws = np.broadcast_to(ws, ys.shape).ravel()
+            return self.exact_paired(flat_ws, ys.ravel()).reshape(ys.shape)
         d = paired_distances(self.x[ws], self.x[ys], self.metric)
         d[ws == ys] = 0.0
         return d
@@ -232,13 +240,23 @@ class Geometry:
         if not self.screening:
             return np.zeros(np.shape(values), dtype=np.float32)
         err = self._err(w)
+        return self._bound_values(values, np.float32(err))
+
+    def bound_values_rows(self, ws: npt.NDArray[np.int64], values: np.ndarray) -> npt.NDArray[np.float32]:
+        """:meth:`bound_values` of each row ``values[i]`` for the query ``ws[i]`` at once (same arithmetic)."""
+        if not self.screening:
+            return np.zeros(np.shape(values), dtype=np.float32)
+        err = np.array([self._err(int(w)) for w in np.asarray(ws).tolist()], dtype=np.float32)[:, None]
+        return self._bound_values(values, err)
+
+    def _bound_values(self, values: np.ndarray, err: Any) -> npt.NDArray[np.float32]:
         if self.metric == "euclidean":
-            lb = values - np.float32(err)
+            lb = values - err
             np.maximum(lb, 0, out=lb)
             np.sqrt(lb, out=lb)
             lb *= np.float32(1 - 4 * _U32)
         elif self.metric == "angular":
-            lb = values + np.float32(err)
+            lb = values + err
             np.clip(lb, -1, 1, out=lb)
             np.arccos(lb, out=lb)
             lb *= np.float32(1 / math.pi)

@@ -43,6 +43,8 @@ KNN_KIND = "tem-knn"
 _BUILD_BLOCK = 8192
 #: Size of the strided sample of the screening row behind the sketch and the threshold.
 _SAMPLE = 4096
+#: rows of exact neighbour distances computed at once in the build (k x dim float64 each)
+_EXACT_CHUNK = 16
 
 
 class TableStore:
@@ -298,11 +300,11 @@ def _knn_blocks_faiss(geo: Geometry, k: int, n_sketch: int) -> Iterator[tuple[np
         raw[:, 0] = kth32
         picked = np.take_along_axis(sample, np.minimum(at, n_s - 1), axis=1)
         raw[:, 1:] = np.where(far_n[:, None] > 0, picked, kth32[:, None])
-        env = np.empty((q.size, 1 + n_sketch))
-        for r, w in enumerate(q.tolist()):
-            env[r] = geo.bound_values(w, -raw[r] if angular else raw[r])
-        # row by row (a one-element ``ws`` broadcasts in exact_paired): bit for bit the
-        # distances of Geometry.exact, and faster than repeating each query k times
-        exact = np.stack([geo.exact(w, e_ids[r]) for r, w in enumerate(q.tolist())])
+        env = geo.bound_values_rows(q, -raw if angular else raw).astype(np.float64)
+        # rows at once (``q[:, None]`` broadcasts against the k neighbours in exact_paired):
+        # bit for bit the distances of Geometry.exact row by row, in chunks of bounded memory
+        exact = np.empty((q.size, k))
+        for c in range(0, q.size, _EXACT_CHUNK):
+            exact[c : c + _EXACT_CHUNK] = geo.exact_paired(q[c : c + _EXACT_CHUNK, None], e_ids[c : c + _EXACT_CHUNK])
         ids = np.concatenate([e_ids, np.full((q.size, 1 + n_sketch), -1)], axis=1)
         yield ids, np.concatenate([exact, env], axis=1)
