@@ -139,7 +139,17 @@ class Geometry:
         if ys.ndim == 2:
             flat_ws = np.broadcast_to(ws, ys.shape).ravel()
             return self.exact_paired(flat_ws, ys.ravel()).reshape(ys.shape)
-        d = paired_distances(self.x[ws], self.x[ys], self.metric)
+        return self.exact_rows(self.x[ws], ws, ys)
+
+    def exact_rows(
+        self, w_rows: np.ndarray, ws: npt.NDArray[np.int64], ys: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.float64]:
+        """:meth:`exact_paired` given the vectors ``w_rows`` of ``ws`` (e.g. gathered once, in float64).
+
+        Bit for bit the same distances: the vectors are the same values, converted to
+        float64 either way.
+        """
+        d = paired_distances(w_rows, self.x[ys], self.metric)
         d[ws == ys] = 0.0
         return d
 
