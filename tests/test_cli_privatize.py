@@ -257,3 +257,20 @@ def test_summary_reports_the_mechanism_parameters(
     assert rc == 0, err
     assert "gamma=0.5" in err and "gamma_from=given" in err
     assert "hockey" not in err and "soccer" not in err
+
+
+def test_tem_suggests_prepare_until_prepared(
+    emb_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
+    src = tmp_path / "in.txt"
+    src.write_text("the hockey game\n", encoding="utf-8")
+    args = ["privatize", str(src), "-o", str(tmp_path / "out.txt"), "-m", "tem", "--epsilon", "10"]
+    args += ["--embedding", str(emb_dir)]
+    code, _, err = run(args, capsys)
+    assert code == 0 and "deniable prepare -m tem" in err
+    assert run(["prepare", "-m", "tem", "--embedding", str(emb_dir), "-q"], capsys)[0] == 0
+    code, _, err = run(args, capsys)
+    assert code == 0 and "deniable prepare" not in err
+    code, _, err = run([*args, "-q"], capsys)  # quiet: no summary, no tip
+    assert code == 0 and err == ""

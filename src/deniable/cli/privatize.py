@@ -196,6 +196,13 @@ def privatize_cmd(
         for item in policy["not_protected"]:
             style = "yellow" if item.endswith("=keep)") else "dim"
             err.print(f"[{style}]not protected: {item}[/]", highlight=False)
+        if not _prepared(mech):
+            err.print(
+                f"[dim]tip: `deniable prepare -m {mechanism}` builds this mechanism's tables for the whole "
+                "vocabulary once (input-independent, a few minutes, memory-mapped by later runs); "
+                "without them every new word costs a scan of the vocabulary[/]",
+                highlight=False,
+            )
         if totals.oov:
             action = {
                 "keep": "kept as they were (NOT protected)",
@@ -260,3 +267,17 @@ def _spark(
         )
     stats = privatize_path(input, output, batch, format=fmt, master=master)
     return batch.privatizer(), stats
+
+
+def _prepared(mech: Any) -> bool:
+    """Whether the prepared artefacts that speed ``mech`` up are in place (TEM's k-NN tables)."""
+    from ..artefacts import open_artefact
+    from ..mechanisms.tem import TruncatedExponential
+
+    if not isinstance(mech, TruncatedExponential):
+        return True
+    planned = TruncatedExponential.prepared_artefacts(mech.embedding, {"metric": mech.metric})
+    try:
+        return all(open_artefact(mech.embedding, kind, params) is not None for kind, params in planned)
+    except Exception:  # a damaged artefact was already reported by the mechanism
+        return True
