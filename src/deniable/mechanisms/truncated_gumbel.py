@@ -29,11 +29,13 @@ token's k, adds truncated Gumbel noise drawn by inverse CDF, and takes the row-w
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import warnings
 from dataclasses import dataclass
-from typing import ClassVar
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -44,6 +46,9 @@ from .._validation import check_epsilon, check_int
 from ..embedding import Embedding
 from .base import Mechanism
 from .registry import Option
+
+if TYPE_CHECKING:
+    from ..index import FlatIndex
 
 __all__ = [
     "GUARANTEE",
@@ -288,7 +293,11 @@ class TruncatedGumbel(Mechanism):
         from .._cache import atomic_path
 
         dist = inter_word_distances(emb.vectors)
-        atomic_path(path, lambda tmp: tmp.write_text(json.dumps({"min": dist.min, "max": dist.max})))
+
+        def write(tmp: Path) -> None:
+            tmp.write_text(json.dumps({"min": dist.min, "max": dist.max}))
+
+        atomic_path(path, write)
         return dist
 
     @property
@@ -302,7 +311,7 @@ class TruncatedGumbel(Mechanism):
         return self._artefact("_k_law", lambda: truncated_poisson_law(self.embedding.size))
 
     @property
-    def _index(self):  # type: ignore[no-untyped-def]
+    def _index(self) -> FlatIndex:
         from ..index import FlatIndex
 
         return self._artefact("_flat", lambda: FlatIndex(self.embedding.vectors))
@@ -383,6 +392,7 @@ class TruncatedGumbel(Mechanism):
         d = super().describe()
         d["guarantee"] = GUARANTEE
         d["metric_dp"] = False
+        d["not_protected"] = "every word: the mechanism has no finite metric-DP guarantee (truncated_gumbel)"
         found = self.__dict__.get("_inter_word")
         if found is not None:
             d["min_inter_word_distance"] = found.min
@@ -400,7 +410,7 @@ def _log_output_probabilities(
     # the grid: pieces between every d_i +- M, none longer than b * PIECE
     ends = np.unique(np.concatenate([d - bound, d + bound, d]))
     pieces = []
-    for lo, hi in zip(ends[:-1], ends[1:], strict=True):
+    for lo, hi in itertools.pairwise(ends):
         if hi > lo:
             n = max(1, math.ceil((hi - lo) / (PIECE * b)))
             pieces.append(np.linspace(lo, hi, n + 1))
