@@ -91,9 +91,9 @@ def inter_word_distances(vectors: npt.ArrayLike, *, pdist_max: int = PDIST_MAX) 
     """Exact ``(min positive, max)`` Euclidean distance over pairs of distinct words.
 
     Up to ``pdist_max`` words: every pair in float64 (``scipy.spatial.distance.pdist``).
-    Larger vocabularies: the minimum by a sweep along the first principal direction (pairs whose
-    projections differ by the best distance so far cannot be closer; every other pair is
-    measured in float64), the maximum by rows in decreasing distance to the mean, stopped when
+    Larger vocabularies: the minimum from a k-d tree over a 6-d PCA projection (projections
+    never lengthen distances, so every pair closer than a measured upper bound is among the
+    projected pairs within it; those are measured in float64), the maximum by rows in decreasing distance to the mean, stopped when
     ``|x_i - c| + max_j |x_j - c|`` (an upper bound on row i's farthest distance) cannot beat
     the best found (rows measured in float32 blocks, the best candidates re-measured in float64).
     Pairs at distance 0 (duplicate vectors) are skipped for the minimum, as in MLDP.
@@ -110,32 +110,40 @@ def inter_word_distances(vectors: npt.ArrayLike, *, pdist_max: int = PDIST_MAX) 
         if pos.size == 0:
             raise InvalidParameterError("embedding", "all vectors equal", "at least two distinct vectors")
         return InterWordDistances(float(pos.min()), float(d.max()))
-    return InterWordDistances(_min_distance_sweep(x), _max_distance_pruned(x))
+    return InterWordDistances(_min_distance_kdtree(x), _max_distance_pruned(x))
 
 
-def _min_distance_sweep(x: npt.NDArray[np.float64]) -> float:
+def _min_distance_kdtree(x: npt.NDArray[np.float64], dims: int = 6) -> float:
+    """Smallest positive distance: pairs within an upper bound in a 6-d PCA projection, then float64.
+
+    The projection onto orthonormal directions never lengthens a distance, so every pair closer
+    than the bound ``ub`` (the best projected nearest neighbour, measured in full) is among the
+    pairs within ``ub`` in the projection (``cKDTree.query_pairs``): the result is exact.
+    """
+    from scipy.spatial import cKDTree
+
     c = x - x.mean(axis=0)
     _, _, vt = np.linalg.svd(c[:: max(1, x.shape[0] // 20000)], full_matrices=False)
-    proj = c @ vt[0]
-    order = np.argsort(proj, kind="stable")
-    xs, ps = x[order], proj[order]
-    best = math.inf
-    active = np.arange(xs.shape[0] - 1)
-    s = 1
-    while active.size:
-        active = active[active + s < xs.shape[0]]
-        active = active[ps[active + s] - ps[active] < best]
-        if active.size == 0:
+    proj = c @ vt[: min(dims, vt.shape[0])].T
+    tree = cKDTree(proj)
+    ub = math.inf
+    for k in (2, 4, 8, 16):
+        _, nn = tree.query(proj, k=min(k, x.shape[0]))
+        diff = x[nn[:, 1:]] - x[:, None, :]
+        d = np.sqrt(np.einsum("ijk,ijk->ij", diff, diff))
+        if np.any(d > 0):
+            ub = float(d[d > 0].min())
             break
-        diff = xs[active + s] - xs[active]
+    if not math.isfinite(ub):
+        raise InvalidParameterError("embedding", "all vectors equal", "at least two distinct vectors")
+    pairs = tree.query_pairs(ub * (1 + 1e-9), output_type="ndarray")
+    if len(pairs):
+        diff = x[pairs[:, 0]] - x[pairs[:, 1]]
         d = np.sqrt(np.einsum("ij,ij->i", diff, diff))
         d = d[d > 0]
         if d.size:
-            best = min(best, float(d.min()))
-        s += 1
-    if not math.isfinite(best):
-        raise InvalidParameterError("embedding", "all vectors equal", "at least two distinct vectors")
-    return best
+            ub = min(ub, float(d.min()))
+    return ub
 
 
 def _max_distance_pruned(x: npt.NDArray[np.float64], block: int = 1024, refine: int = 4) -> float:
