@@ -93,9 +93,9 @@ def inter_word_distances(vectors: npt.ArrayLike, *, pdist_max: int = PDIST_MAX) 
     Up to ``pdist_max`` words: every pair in float64 (``scipy.spatial.distance.pdist``).
     Larger vocabularies: the minimum from a k-d tree over a 6-d PCA projection (projections
     never lengthen distances, so every pair closer than a measured upper bound is among the
-    projected pairs within it; those are measured in float64), the maximum by rows in decreasing distance to the mean, stopped when
-    ``|x_i - c| + max_j |x_j - c|`` (an upper bound on row i's farthest distance) cannot beat
-    the best found (rows measured in float32 blocks, the best candidates re-measured in float64).
+    projected pairs within it; those are measured in float64), the maximum by rows in
+    decreasing distance to the mean, stopped when ``|x_i - c| + max_j |x_j - c|`` (an upper
+    bound on row i's farthest distance) cannot beat the best found (rows measured in float32 blocks, the best candidates re-measured in float64).
     Pairs at distance 0 (duplicate vectors) are skipped for the minimum, as in MLDP.
     """
     x = np.asarray(vectors, dtype=np.float64)
@@ -110,7 +110,8 @@ def inter_word_distances(vectors: npt.ArrayLike, *, pdist_max: int = PDIST_MAX) 
         if pos.size == 0:
             raise InvalidParameterError("embedding", "all vectors equal", "at least two distinct vectors")
         return InterWordDistances(float(pos.min()), float(d.max()))
-    return InterWordDistances(_min_distance_kdtree(x), _max_distance_pruned(x))
+    low = _min_distance_kdtree(x)
+    return InterWordDistances(low, _max_distance_pruned(x))
 
 
 def _min_distance_kdtree(x: npt.NDArray[np.float64], dims: int = 6) -> float:
