@@ -95,7 +95,8 @@ def inter_word_distances(vectors: npt.ArrayLike, *, pdist_max: int = PDIST_MAX) 
     never lengthen distances, so every pair closer than a measured upper bound is among the
     projected pairs within it; those are measured in float64), the maximum by rows in
     decreasing distance to the mean, stopped when ``|x_i - c| + max_j |x_j - c|`` (an upper
-    bound on row i's farthest distance) cannot beat the best found (rows measured in float32 blocks, the best candidates re-measured in float64).
+    bound on row i's farthest distance) cannot beat the best found (rows measured in float32
+    blocks, the best candidates re-measured in float64).
     Pairs at distance 0 (duplicate vectors) are skipped for the minimum, as in MLDP.
     """
     x = np.asarray(vectors, dtype=np.float64)
