@@ -38,6 +38,7 @@ CONFIGS: dict[str, tuple[str, dict[str, object], bool]] = {
     "exponential": ("exponential", {}, True),
     "santext": ("santext", {}, True),
     "santext_plus": ("santext_plus", {}, True),
+    "truncated_gumbel": ("truncated_gumbel", {}, False),
 }
 
 

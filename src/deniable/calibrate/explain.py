@@ -210,7 +210,7 @@ def explain(
     guarantees = []
     for a in alt_ids:
         d = float(mechanism.distance(wid, a))
-        bound = float(mechanism.epsilon) * d
+        bound = float(mechanism.guarantee(wid, a))  # eps * d, or what the mechanism actually bounds
         guarantees.append(Guarantee(emb.words([a])[0], d, bound, math.exp(bound) if bound < 700 else math.inf))
     if not outputs:
         raise InvalidParameterError("word", "<not shown>", "a word with at least one output")

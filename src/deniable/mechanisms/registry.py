@@ -338,6 +338,7 @@ def _register_builtins() -> None:
     register("santext_plus", "deniable.mechanisms.santext:SanTextPlus")
     register("custext", "deniable.mechanisms.custext:CusText")
     register("custext_plus", "deniable.mechanisms.custext:CusTextPlus")
+    register("truncated_gumbel", "deniable.mechanisms.truncated_gumbel:TruncatedGumbel")
 
 
 _register_builtins()
