@@ -45,6 +45,7 @@ __all__ = [
     "agreement_threshold",
     "build_decode_choice_artefact",
     "decode_choice_params",
+    "decoded_exactly",
     "tuned_index",
 ]
 
@@ -76,6 +77,12 @@ class TunedChoice:
 def agreement_threshold(target: float, samples: int, z: float = 2.33) -> float:
     """The observed agreement needed on ``samples`` queries to claim ``target`` (one-sided, ~99% confidence)."""
     return target + z * math.sqrt(target * (1.0 - target) / samples)
+
+
+def decoded_exactly(size: int, min_size: int | None = None) -> bool:
+    """True when a vocabulary of ``size`` words is decoded exactly without a choice (smaller than
+    ``min_size``, default :data:`MIN_SIZE`)."""
+    return size < (MIN_SIZE if min_size is None else min_size)
 
 
 def decode_choice_params(
@@ -134,7 +141,7 @@ def tuned_index(
     """
     from ..artefacts import ArtefactError, build_artefact, open_artefact
 
-    if embedding.size < (MIN_SIZE if min_size is None else min_size):
+    if decoded_exactly(embedding.size, min_size):
         return TunedChoice(ExactIndex(embedding.vectors), "exact", None)
     params = decode_choice_params(
         key, target=target, samples=samples, ladder=ladder, hnsw_options=hnsw_options, mechanism=mechanism

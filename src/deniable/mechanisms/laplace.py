@@ -13,7 +13,7 @@ from .._validation import check_choice, check_epsilon, check_int
 from ..embedding import Embedding, Vocabulary
 from ..index import INDEXES, Index, make_index
 from ..index.faiss_index import HNSW_KIND, hnsw_artefact_params
-from ..index.tuned import DECODE_CHOICE_KIND, MIN_SIZE, decode_choice_params, tuned_index
+from ..index.tuned import DECODE_CHOICE_KIND, decode_choice_params, decoded_exactly, tuned_index
 from ..metrics import paired_distances
 from .base import Mechanism
 from .registry import Option
@@ -195,7 +195,7 @@ class MultivariateLaplace(Mechanism):
         opts = dict(self.index_options)
         min_size = opts.pop("min_size", None)
         opts.pop("notice", None)
-        if self.embedding.size < (MIN_SIZE if min_size is None else min_size):
+        if decoded_exactly(self.embedding.size, min_size):
             return None
         return decode_choice_params(self._tuning_key(), mechanism=self._noise_spec(), **opts)
 
