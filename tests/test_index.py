@@ -3,6 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conftest import make_tiny_embedding
 from deniable import Embedding, EmbeddingError, InvalidParameterError
 from deniable.index import ExactIndex, FlatIndex, HNSWIndex, make_index
 
@@ -96,21 +97,25 @@ def test_binary_exact_kinds_match_brute_force(codes: tuple[np.ndarray, np.ndarra
         np.testing.assert_array_equal(rd[lims[r] : lims[r + 1]], full[r, got])
 
 
-def test_binary_hnsw_is_cached_on_disk_by_the_codes(codes: tuple[np.ndarray, np.ndarray]) -> None:
+def test_binary_hnsw_is_kept_in_the_store_of_its_vocabulary(codes: tuple[np.ndarray, np.ndarray]) -> None:
+    from deniable.artefacts import list_artefacts
     from deniable.index import BinaryHNSWIndex, make_code_index
-    from deniable.index.binary import codes_cache_path
+    from deniable.index.binary import codes_digest
 
     x, q = codes
-    path = codes_cache_path(x, "binary-hnsw-m32-efc100.faissbin")
-    path.unlink(missing_ok=True)
-    a = make_code_index(x, "hnsw")
-    assert isinstance(a, BinaryHNSWIndex) and path.is_file()
-    b = make_code_index(x, "hnsw")  # read back from the file
-    assert make_code_index(x, "hnsw", ef_search=256).ef_search == 256  # type: ignore[attr-defined]
+    owner = make_tiny_embedding(9, 2, seed=77)
+    a = make_code_index(x, "hnsw", owner=owner, notice=False)
+    (info,) = list_artefacts(owner)
+    assert isinstance(a, BinaryHNSWIndex) and info.kind == "binary-hnsw"
+    assert info.params["codes"] == {"sha256": codes_digest(x)}  # given codes: keyed by their content
+    b = make_code_index(x, "hnsw", owner=owner)  # read back from the store
+    assert make_code_index(x, "hnsw", owner=owner, ef_search=256).ef_search == 256  # type: ignore[attr-defined]
     np.testing.assert_array_equal(a.search(q, 1)[1], b.search(q, 1)[1])
     best = _brute_hamming(x, q).min(axis=1)
     assert (b.search(q, 1)[0][:, 0] == best).mean() >= 0.9
-    assert codes_cache_path(x[:-1], "same name") != codes_cache_path(x, "same name")  # keyed by the codes
+    make_code_index(x[:-1], "hnsw", owner=owner, notice=False)  # other codes: another artefact
+    make_code_index(x, "hnsw")  # no owner: built in memory, not kept
+    assert len(list_artefacts(owner)) == 2
 
 
 def test_binary_index_validation(codes: tuple[np.ndarray, np.ndarray]) -> None:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
 from deniable import Embedding, InvalidParameterError, MultivariateLaplace
+from deniable.artefacts import list_artefacts
 from deniable.index import ExactIndex, HNSWIndex
 from deniable.index import tuned as tuned_module
 from deniable.index.tuned import agreement_threshold, tuned_index
@@ -35,8 +34,8 @@ def test_easy_queries_choose_the_cheapest_hnsw_and_the_choice_is_cached(monkeypa
     assert isinstance(choice.index, HNSWIndex) and choice.index.ef_search == 16
     assert choice.agreement is not None and choice.agreement >= agreement_threshold(0.99, 2000)
     assert "hnsw efSearch=16" in choice.description
-    saved = json.loads(emb.cache_path("decode-choices.json").read_text())
-    assert [k for k in saved if k.startswith("test near")] and calls == [2000]
+    (saved,) = [i for i in list_artefacts(emb) if i.kind == "decode-choice"]  # a prepared artefact
+    assert saved.params["key"] == "test near" and calls == [2000]
 
     monkeypatch.setattr(tuned_module, "FlatIndex", None)  # a recomputation would fail
     again = tuned_index(emb, near, "test near", min_size=0, ladder=(16, 64), notice=False)
@@ -59,7 +58,7 @@ def test_small_vocabularies_decode_exactly_without_artefacts(tiny_embedding: Emb
     assert m.index == "auto" and "decode" not in m.describe()  # cheap constructor: nothing built yet
     assert m.decode_description == "exact"
     assert isinstance(m.search_index, ExactIndex) and m.describe()["decode"] == "exact"
-    assert not tiny_embedding.cache_path("decode-choices.json").exists()
+    assert all(i.kind != "decode-choice" for i in list_artefacts(tiny_embedding))
 
 
 def test_auto_decode_privatizes_through_the_tuned_index(rng: np.random.Generator) -> None:

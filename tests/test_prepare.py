@@ -320,3 +320,246 @@ def test_cli_prepare_brr(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
     (line,) = capsys.readouterr().out.splitlines()
     assert line.startswith("binary-codes\t") and "bits=128" in line and "method=simhash" in line
     assert run_app([*args[:-2], "--bits", "100", "--embedding", str(emb_dir)]) == 2
+
+
+# -- BRR's binary HNSW index and madlib's auto decode choice: prepared artefacts too -----------
+
+BRR_HNSW = {"bits": 64, "binarizer": "simhash", "index": "hnsw"}
+
+
+def _damage(path: Path, how: str) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[:-1] if how == "truncate" else data[:-1] + bytes([data[-1] ^ 0x01]))
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[int]:
+    """Replace ``module.name`` by a wrapper that counts its calls."""
+    calls: list[int] = []
+    original = getattr(module, name)
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, wrapper)
+    return calls
+
+
+def test_brr_hnsw_prepared_listed_verified_and_used(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import deniable.artefacts as prep
+    from deniable.binarize import CODES_KIND, codes_artefact_params
+    from deniable.index import binary
+    from deniable.index.binary import BINARY_HNSW_KIND, binary_hnsw_params
+    from deniable.mechanisms.brr import BinaryRandomizedResponse
+
+    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
+    emb = make_tiny_embedding(300, 8, seed=60)
+    codes, hnsw = prepare(emb, ["brr"], options=BRR_HNSW, show_progress=False)
+    params = binary_hnsw_params({"kind": CODES_KIND, "params": codes_artefact_params("simhash", 64, 0, {})})
+    assert (codes.kind, hnsw.kind, hnsw.params) == (CODES_KIND, BINARY_HNSW_KIND, params)
+    assert sorted(i.kind for i in list_artefacts(emb)) == [CODES_KIND, BINARY_HNSW_KIND]
+    assert hnsw.files["index.faissbin"] > 0 and open_artefact(emb, BINARY_HNSW_KIND, params) == hnsw
+    assert prepare(emb, ["brr"], options={"bits": 64, "binarizer": "simhash"}, show_progress=False) == [codes]
+
+    # the mechanism reads the prepared index: nothing built, nothing said
+    builds = _counting(monkeypatch, binary, "_write_binary_hnsw")
+    capsys.readouterr()
+    mech = BinaryRandomizedResponse(emb, 8.0, bits=64, binarizer="simhash", index="hnsw")
+    out = mech.privatize(np.arange(300), np.random.default_rng(0))
+    assert builds == [] and capsys.readouterr().err == ""
+    assert isinstance(mech.decoder._index, binary.BinaryHNSWIndex) and out.shape == (300,)
+
+    # damaged (truncated, then one bit flipped): never read; prepare and the mechanism rebuild it
+    for how in ("truncate", "flip"):
+        _damage(hnsw.file("index.faissbin"), how)
+        prep._verified.clear()
+        with pytest.raises(ArtefactError, match="truncated" if how == "truncate" else "checksum"):
+            open_artefact(emb, BINARY_HNSW_KIND, params)
+        if how == "truncate":
+            prepare(emb, ["brr"], options=BRR_HNSW, show_progress=False)
+        else:
+            BinaryRandomizedResponse(emb, 8.0, bits=64, binarizer="simhash", index="hnsw").prepare(show_progress=False)
+        assert open_artefact(emb, BINARY_HNSW_KIND, params) is not None
+    assert len(builds) == 2
+
+    # --remove of brr --index hnsw deletes both; flat brr only the codes
+    assert len(remove_artefacts(emb, prep.planned_artefacts(emb, ["brr"], options=BRR_HNSW))) == 2
+    assert list_artefacts(emb) == []
+    with pytest.raises(InvalidParameterError, match="index"):
+        prep.planned_artefacts(emb, ["brr"], options={"index": "auto"})
+
+
+def test_brr_hnsw_built_lazily_says_so_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from deniable.binarize.device import CodeVocabulary
+    from deniable.index import binary
+    from deniable.mechanisms.brr import BinaryRandomizedResponse
+
+    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
+    emb = make_tiny_embedding(200, 8, seed=61)
+    builds = _counting(monkeypatch, binary, "_write_binary_hnsw")
+    ids = np.arange(200)
+    capsys.readouterr()
+    BinaryRandomizedResponse(emb, 8.0, bits=64, binarizer="simhash", index="hnsw").privatize(ids)
+    err = capsys.readouterr().err
+    assert err.count("deniable:") == 1 and "binary HNSW" in err and builds == [1]  # codes and index: one notice
+    BinaryRandomizedResponse(emb, 8.0, bits=64, binarizer="simhash", index="hnsw").privatize(ids)
+    assert capsys.readouterr().err == "" and builds == [1]
+    # codes prepared, index not: the index's own notice, once
+    BinaryRandomizedResponse(emb, 8.0, bits=128, binarizer="simhash").prepare(show_progress=False)
+    capsys.readouterr()
+    BinaryRandomizedResponse(emb, 8.0, bits=128, binarizer="simhash", index="hnsw").privatize(ids)
+    err = capsys.readouterr().err
+    assert err.count("deniable:") == 1 and "binary HNSW index" in err and len(builds) == 2
+    # given codes (a device artefact): kept in the store of that vocabulary, keyed by the codes
+    dev = CodeVocabulary(emb.vocabulary, np.random.default_rng(1).integers(0, 256, (200, 8), dtype=np.uint8))
+    for _ in range(2):
+        BinaryRandomizedResponse(dev, 8.0, index="hnsw").privatize(ids)
+    (info,) = list_artefacts(dev)
+    assert info.kind == "binary-hnsw" and set(info.params["codes"]) == {"sha256"} and len(builds) == 3
+    assert capsys.readouterr().err.count("deniable:") == 1
+
+
+def _prepare_in_child(what: str, cache: str, log: str) -> None:
+    """Prepare ``what`` in a fresh (spawned) process, logging each build of it."""
+    import os
+
+    from deniable.index import binary, tuned
+
+    os.environ["DENIABLE_CACHE"] = cache
+    tuned.MIN_SIZE = 0
+    module, name = (binary, "_write_binary_hnsw") if what == "binary-hnsw" else (tuned, "_write_choice")
+    original = getattr(module, name)
+
+    def logged(*args: Any, **kwargs: Any) -> Any:
+        with open(log, "a", encoding="utf-8") as fh:
+            fh.write("built\n")
+        time.sleep(0.3)
+        return original(*args, **kwargs)
+
+    setattr(module, name, logged)
+    if what == "binary-hnsw":
+        prepare(make_tiny_embedding(300, 8, seed=62), ["brr"], options=BRR_HNSW, show_progress=False)
+    else:
+        prepare(make_tiny_embedding(300, 4, seed=63), ["madlib"], options={"epsilon": 20.0}, show_progress=False)
+
+
+@pytest.mark.parametrize("what", ["binary-hnsw", "decode-choice"])
+def test_two_processes_prepare_the_new_kinds_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, what: str) -> None:
+    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
+    log = tmp_path / "log.txt"
+    ctx = multiprocessing.get_context("spawn")  # faiss's OpenMP threads do not survive a fork
+    procs = [ctx.Process(target=_prepare_in_child, args=(what, str(tmp_path / "cache"), str(log))) for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0, 0]
+    assert log.read_text(encoding="utf-8") == "built\n"
+    (info,) = [i for i in list_artefacts() if i.kind == what]
+    assert not list(info.path.parent.glob(".tmp-*"))
+
+
+def test_madlib_decode_choice_prepared_listed_verified_and_used(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import deniable.artefacts as prep
+    from deniable.index import tuned
+    from deniable.index.faiss_index import HNSWIndex
+    from deniable.index.tuned import DECODE_CHOICE_KIND
+    from deniable.mechanisms.laplace import MultivariateLaplace
+
+    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
+    emb = make_tiny_embedding(400, 4, seed=64)
+    # decoded exactly by default below MIN_SIZE: only the HNSW index is prepared
+    assert [i.kind for i in prepare(emb, ["madlib"], options={"epsilon": 5.0}, show_progress=False)] == ["hnsw"]
+    monkeypatch.setattr(tuned, "MIN_SIZE", 0)
+    infos = prepare(emb, ["madlib"], options={"epsilon": [5.0, 50.0]}, show_progress=False)
+    assert [i.kind for i in infos] == ["hnsw", DECODE_CHOICE_KIND, DECODE_CHOICE_KIND]
+    choice = infos[2]
+    assert choice.params["key"] == "madlib epsilon=50.0" and choice.params["mechanism"] == {
+        "name": "madlib",
+        "options": {"epsilon": 50.0},
+    }
+    assert choice.params["ladder"] == list(tuned.DEFAULT_LADDER) and choice.files["choice.json"] > 0
+    assert open_artefact(emb, DECODE_CHOICE_KIND, choice.params) == choice
+
+    # the mechanism reads the prepared choice: nothing measured, nothing said
+    measured = _counting(monkeypatch, tuned, "_write_choice")
+    capsys.readouterr()
+    mech = MultivariateLaplace(emb, 50.0)
+    mech.privatize(np.arange(50), np.random.default_rng(0))
+    assert measured == [] and capsys.readouterr().err == ""
+    assert isinstance(mech.search_index, HNSWIndex) and mech.decode_description.startswith("hnsw efSearch=")
+
+    # damaged: never read; the mechanism (then prepare) makes it again
+    for how in ("truncate", "flip"):
+        _damage(choice.file("choice.json"), how)
+        prep._verified.clear()
+        with pytest.raises(ArtefactError, match="truncated" if how == "truncate" else "checksum"):
+            open_artefact(emb, DECODE_CHOICE_KIND, choice.params)
+        if how == "truncate":
+            MultivariateLaplace(emb, 50.0, index_options={"notice": False}).prepare()
+        else:
+            prepare(emb, ["madlib"], options={"epsilon": 50.0}, show_progress=False)
+        assert open_artefact(emb, DECODE_CHOICE_KIND, choice.params) is not None
+    assert len(measured) == 2
+
+    # a lazy choice says so once (the HNSW index it needs is built with it, silently)
+    remove_artefacts(emb)
+    capsys.readouterr()
+    MultivariateLaplace(emb, 7.0).privatize(np.arange(20))
+    err = capsys.readouterr().err
+    assert err.count("deniable:") == 1 and "madlib epsilon=7.0" in err and len(measured) == 3
+    MultivariateLaplace(emb, 7.0).privatize(np.arange(20))
+    assert capsys.readouterr().err == "" and len(measured) == 3
+    # removing one epsilon's choice (and the HNSW index it reads) leaves the others
+    plan = prep.planned_artefacts(emb, ["madlib"], options={"epsilon": 7.0})
+    assert [i.kind for i in remove_artefacts(emb, plan)] == ["decode-choice", "hnsw"]
+    assert list_artefacts(emb) == []
+
+
+def test_madlib_decode_choice_takes_over_the_old_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import json
+
+    from deniable.index import tuned
+    from deniable.mechanisms.laplace import MultivariateLaplace
+
+    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(tuned, "MIN_SIZE", 0)
+    emb = make_tiny_embedding(300, 4, seed=65)
+    key = "madlib epsilon=3.0; target=0.99; samples=2000; ladder=[64, 128, 256, 512]; hnsw m=32 efc=100"
+    emb.cache_path("decode-choices.json").write_text(json.dumps({key: [256, 0.995]}))
+    monkeypatch.setattr(tuned, "FlatIndex", None)  # a measurement would fail
+    (_, info) = prepare(emb, ["madlib"], options={"epsilon": 3.0}, show_progress=False)
+    assert json.loads(info.file("choice.json").read_text()) == {"ef_search": 256, "agreement": 0.995}
+    assert MultivariateLaplace(emb, 3.0).search_index.ef_search == 256  # type: ignore[attr-defined]
+
+
+def test_cli_prepare_brr_hnsw_and_madlib_epsilons(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from deniable.cli import run_app
+    from deniable.index import tuned
+
+    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(tuned, "MIN_SIZE", 0)
+    emb_dir = tmp_path / "toy"
+    make_toy_embedding().save(emb_dir)
+    brr = ["prepare", "-m", "brr", "--bits", "64", "--binarizer", "simhash", "--index", "hnsw"]
+    assert run_app([*brr, "--embedding", str(emb_dir)]) == 0
+    assert "binary-hnsw:" in capsys.readouterr().err
+    assert run_app(["prepare", "-m", "madlib", "-e", "2,8", "--epsilon", "30", "--embedding", str(emb_dir)]) == 0
+    assert capsys.readouterr().err.count("decode-choice:") == 3
+    assert run_app(["prepare", "--list"]) == 0
+    kinds = sorted(line.split("\t")[0] for line in capsys.readouterr().out.splitlines())
+    assert kinds == ["binary-codes", "binary-hnsw", *["decode-choice"] * 3, "hnsw"]
+    assert run_app(["prepare", "--remove", "-m", "madlib", "-e", "8", "--embedding", str(emb_dir), "-q"]) == 0
+    assert run_app(["prepare", "--list", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("decode-choice\t") == 2 and "epsilon=8.0" not in out and "\nhnsw\t" not in "\n" + out
+    assert run_app(["prepare", "-m", "madlib", "-e", "x", "--embedding", str(emb_dir)]) == 2
+    assert run_app(["prepare", "-m", "brr", "--index", "auto", "--embedding", str(emb_dir)]) == 2

@@ -60,6 +60,8 @@ _FORMAT = 1
 #: builder(embedding, params, folder, show_progress) writes the artefact's files into folder and
 #: returns the sha256 of those it hashed while writing ({file name: hex}; the others are hashed after)
 Builder = Callable[["Vocabulary", dict[str, Any], Path, "bool | None"], "dict[str, str] | None"]
+#: a builder for one call (folder, show_progress), for an artefact whose inputs the caller holds in memory
+CallBuilder = Callable[[Path, "bool | None"], "dict[str, str] | None"]
 
 _KINDS: dict[str, Builder] = {}
 _verified: dict[tuple[str, int, int, int], bool] = {}  # (file, inode, size, mtime_ns) -> checked
@@ -190,16 +192,18 @@ def build_artefact(
     *,
     show_progress: bool | None = None,
     rebuild: bool = False,
+    builder: CallBuilder | None = None,
 ) -> ArtefactInfo:
     """Build the artefact unless a verified copy exists; the work is done once across processes.
 
     Under the artefact's lock: an existing copy is verified and returned; a damaged one
-    (or any with ``rebuild=True``) is removed; then the registered builder writes into a
-    temporary folder, the manifest (sizes, sha256, build time) is written, and the folder
-    is renamed into place.
+    (or any with ``rebuild=True``) is removed; then the builder writes into a temporary
+    folder, the manifest (sizes, sha256, build time) is written, and the folder is renamed
+    into place. ``builder(folder, show_progress)`` replaces the registered builder of
+    ``kind`` for this call (a caller that holds the inputs in memory, e.g. given codes).
     """
-    builder = _KINDS.get(kind)
-    if builder is None:
+    registered = _KINDS.get(kind)
+    if registered is None:
         raise InvalidParameterError("kind", kind, "one of " + ", ".join(sorted(_KINDS)))
     path = artefact_path(embedding, kind, params)
     with file_lock(path.parent / f"{path.name}.lock"):
@@ -216,7 +220,10 @@ def build_artefact(
         tmp.mkdir(parents=True)
         try:
             t0 = time.perf_counter()
-            sums = builder(embedding, params, tmp, show_progress) or {}
+            if builder is not None:
+                sums = builder(tmp, show_progress) or {}
+            else:
+                sums = registered(embedding, params, tmp, show_progress) or {}
             seconds = time.perf_counter() - t0
             files = {}
             for f in sorted(tmp.iterdir()):
@@ -308,7 +315,9 @@ def planned_artefacts(
     """``(kind, params)`` of every artefact ``mechanisms`` read on ``embedding`` (nothing is built).
 
     ``options``: mechanism parameters the artefacts depend on (brr: ``bits``, ``binarizer``,
-    ``seed``, ``binarizer_options``); each mechanism reads the ones it knows.
+    ``seed``, ``binarizer_options``, ``index``; madlib: ``epsilon``, a number or a list, for
+    its ``index="auto"`` decode choice, ``index``, ``index_options``); each mechanism reads
+    the ones it knows.
     """
     from .mechanisms import mechanism_class
     from .metrics import check_metric
@@ -344,8 +353,11 @@ def prepare(
     mechanisms
         Mechanism names; ``"tem"`` prepares TEM's k-NN tables for the whole vocabulary
         (they serve every epsilon and gamma); ``"madlib"`` (and ``"mahalanobis"``) the
-        float HNSW index of its ``index="hnsw"`` / ``"auto"`` decode; ``"brr"`` its
-        trained binary codes (``options``: ``bits``, ``binarizer``, ``seed``).
+        float HNSW index of its ``index="hnsw"`` / ``"auto"`` decode and, for each
+        ``options["epsilon"]``, the ``"auto"`` decode choice at that epsilon
+        (``decode-choice``); ``"brr"`` its trained binary codes (``options``: ``bits``,
+        ``binarizer``, ``seed``) and, with ``options["index"] == "hnsw"``, their binary
+        HNSW index (``binary-hnsw``).
     metric
         The metric the mechanism will use (TEM: euclidean, manhattan, chebyshev, angular).
     options
@@ -366,12 +378,14 @@ def prepare(
 
 def _register_builtin() -> None:
     from . import binarize
-    from .index import faiss_index
+    from .index import binary, faiss_index, tuned
     from .mechanisms import _tem_store
 
     register_kind(_tem_store.KNN_KIND, _tem_store.build_knn_artefact)
     register_kind(faiss_index.HNSW_KIND, faiss_index.build_hnsw_artefact)
     register_kind(binarize.CODES_KIND, binarize.build_codes_artefact)
+    register_kind(binary.BINARY_HNSW_KIND, binary.build_binary_hnsw_artefact)
+    register_kind(tuned.DECODE_CHOICE_KIND, tuned.build_decode_choice_artefact)
 
 
 _register_builtin()

@@ -14,6 +14,7 @@ from ._common import (
     check_mechanism_name,
     err,
     load_embedding_option,
+    parse_list,
 )
 
 __all__ = ["prepare_cmd"]
@@ -25,6 +26,13 @@ def _size(n: int) -> str:
             return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
         n /= 1024  # type: ignore[assignment]
     return str(n)
+
+
+def _epsilons(values: list[str] | None) -> list[float] | None:
+    """The ``--epsilon`` values (each may be a comma-separated list) as numbers."""
+    if not values:
+        return None
+    return [e for v in values for e in parse_list("--epsilon", v, float, "number", "1,5,10")]
 
 
 @app.command("prepare")
@@ -46,6 +54,23 @@ def prepare_cmd(
     ] = None,
     binarizer_seed: Annotated[
         int | None, typer.Option("--binarizer-seed", help="brr: seed of the binarizer's training (default 0).")
+    ] = None,
+    index: Annotated[
+        str | None,
+        typer.Option(
+            "--index",
+            help="brr: hnsw also prepares the binary HNSW index of the codes; madlib: auto (default) or hnsw "
+            "prepare the HNSW index, exact or flat nothing.",
+        ),
+    ] = None,
+    epsilon: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--epsilon",
+            "-e",
+            help="madlib (index auto): also record the default decode's choice at this epsilon "
+            "(repeatable, or a comma-separated list).",
+        ),
     ] = None,
     list_: Annotated[
         bool, typer.Option("--list", help="Show the prepared artefacts (all embeddings) with their size.")
@@ -85,7 +110,13 @@ def prepare_cmd(
             )
         return
     names = mechanism or ["tem"]
-    given = {"bits": bits, "binarizer": binarizer, "seed": binarizer_seed}
+    given = {
+        "bits": bits,
+        "binarizer": binarizer,
+        "seed": binarizer_seed,
+        "index": index,
+        "epsilon": _epsilons(epsilon),
+    }
     options = {k: v for k, v in given.items() if v is not None}
     for name in names:
         check_mechanism_name(name)  # before loading the embedding

@@ -9,8 +9,11 @@ in bits. Queries and codes are ``np.packbits`` rows: ``(m, bits // 8)`` uint8.
 - ``"exact"``: numpy popcount brute force (:func:`deniable.metrics.hamming`), for tiny
   code sets (no faiss call).
 - ``"flat"``: faiss ``IndexBinaryFlat`` (exact).
-- ``"hnsw"``: faiss ``IndexBinaryHNSW`` (approximate, fast), built once per code set and
-  cached on disk under the codes' fingerprint, written atomically, like the float HNSW.
+- ``"hnsw"``: faiss ``IndexBinaryHNSW`` (approximate, fast). Given the vocabulary the
+  codes belong to (``owner``), it is the prepared artefact :data:`BINARY_HNSW_KIND`
+  (:mod:`deniable.artefacts`: manifest, sha256 verified when opened, built once under a
+  lock, ``deniable prepare -m brr --index hnsw`` builds it ahead), like the float HNSW;
+  without one it is built in memory.
 
 The exact kinds also offer ``range_search(queries, radius) -> (lims, D, I)`` (faiss's
 layout: the results of query ``i`` are ``D[lims[i]:lims[i+1]]``, distances ``< radius``).
@@ -19,25 +22,33 @@ layout: the results of query ``i`` are ``D[lims[i]:lims[i+1]]``, distances ``< r
 from __future__ import annotations
 
 import hashlib
+import sys
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
-from .._cache import atomic_path, cache_dir
+from .._cache import cache_dir
 from .._errors import EmbeddingError, InvalidParameterError
 from ..metrics import hamming
-from .faiss_index import _FaissWrapper, add_in_chunks
+from .faiss_index import _FaissWrapper, add_in_chunks, read_flags
+
+if TYPE_CHECKING:
+    from ..embedding import Vocabulary
 
 __all__ = [
+    "BINARY_HNSW_KIND",
     "CODE_INDEXES",
     "BinaryExactIndex",
     "BinaryFlatIndex",
     "BinaryHNSWIndex",
     "CodeIndex",
+    "binary_hnsw_params",
+    "build_binary_hnsw_artefact",
     "check_code_queries",
-    "codes_cache_path",
+    "codes_digest",
+    "distinct_codes",
     "make_code_index",
 ]
 
@@ -81,14 +92,27 @@ def check_code_queries(queries: npt.ArrayLike, bits: int, k: int | None, ntotal:
     return q
 
 
-def codes_cache_path(codes: npt.ArrayLike, name: str) -> Path:
-    """``<cache>/artefacts/<fingerprint of the codes>/<name>``: the cache rule of code indexes."""
+def distinct_codes(codes: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(unique, first, inverse)``: the distinct rows of packed ``codes`` (sorted bytewise), the
+    row where each first occurs, and each row's distinct-code id (the rows a code index holds)."""
+    arr = _packed(codes)
+    rows = arr.view(np.dtype((np.void, arr.shape[1]))).ravel()
+    _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+    return np.ascontiguousarray(arr[first]), first, inverse.ravel()
+
+
+def codes_digest(codes: npt.ArrayLike) -> str:
+    """The sha256 of packed ``codes`` (shape and bytes): the key of a code index over codes given in memory."""
     arr = _packed(codes)
     h = hashlib.sha256(f"codes{arr.shape}".encode())
-    h.update(arr.tobytes())
-    path = cache_dir().joinpath("artefacts", h.hexdigest()[:20], name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path
+    h.update(arr.data)
+    return h.hexdigest()
+
+
+def _legacy_index_path(codes: np.ndarray, m: int, ef_construction: int) -> Path:
+    """Where versions before the prepared-artefact store kept the HNSW index of ``codes`` (no checksum)."""
+    name = f"binary-hnsw-m{m}-efc{ef_construction}.faissbin"
+    return cache_dir().joinpath("artefacts", codes_digest(codes)[:20], name)
 
 
 class BinaryExactIndex:
@@ -188,30 +212,123 @@ class BinaryHNSWIndex(_FaissBinaryWrapper):
         ef_construction: int = 100,
         ef_search: int = 128,
         chunk: int = 20000,
+        show_progress: bool | None = None,
     ) -> BinaryHNSWIndex:
         import faiss
 
         arr = _packed(codes)
         index = faiss.IndexBinaryHNSW(arr.shape[1] * 8, m)
         index.hnsw.efConstruction = ef_construction
-        add_in_chunks(index, arr, chunk, "building binary HNSW index")
+        add_in_chunks(index, arr, chunk, "building binary HNSW index", show_progress)
         return cls(index, ef_search)
 
     @classmethod
     def cached(
-        cls, codes: npt.ArrayLike, *, m: int = 32, ef_construction: int = 100, ef_search: int = 128
+        cls,
+        codes: npt.ArrayLike,
+        *,
+        owner: Vocabulary | None = None,
+        codes_key: dict[str, Any] | None = None,
+        m: int = 32,
+        ef_construction: int = 100,
+        ef_search: int = 128,
+        notice: bool = True,
     ) -> BinaryHNSWIndex:
-        """Load the HNSW index of ``codes`` from the cache, building it once if needed."""
+        """The HNSW index of ``codes`` from the prepared-artefact store, built once if needed.
+
+        ``owner`` is the vocabulary the codes belong to (the store is keyed by its
+        fingerprint); ``codes_key`` names the codes in the artefact's parameters: the
+        ``{"kind": "binary-codes", "params": ...}`` of trained codes (so that ``deniable
+        prepare`` can build it), else their sha256 (:func:`codes_digest`). Without an
+        ``owner`` the index is built in memory and not kept. A damaged copy is rebuilt;
+        a build says so on stderr (one line, unless ``notice=False``) and shows a
+        progress bar on a terminal. The index is a function of the public codes only.
+        """
         import faiss
 
+        from ..artefacts import ArtefactError, build_artefact, open_artefact
+
         arr = _packed(codes)
-        path = codes_cache_path(arr, f"binary-hnsw-m{m}-efc{ef_construction}.faissbin")
-        if path.is_file():
-            idx = cls(faiss.read_index_binary(str(path)), ef_search)
-            return _check_code_index(idx, arr)
-        idx = cls.build(arr, m=m, ef_construction=ef_construction, ef_search=ef_search)
-        atomic_path(path, lambda p: faiss.write_index_binary(idx.faiss_index, str(p)))
-        return idx
+        if owner is None:
+            return cls.build(arr, m=m, ef_construction=ef_construction, ef_search=ef_search)
+        key = {"sha256": codes_digest(arr)} if codes_key is None else codes_key
+        params = binary_hnsw_params(key, m, ef_construction)
+        try:
+            info = open_artefact(owner, BINARY_HNSW_KIND, params)
+        except ArtefactError:
+            info = None  # damaged: rebuilt below
+        if info is None:
+            if notice:
+                print(
+                    f"deniable: building the binary HNSW index of {arr.shape[0]:,} distinct {arr.shape[1] * 8}-bit "
+                    "codes (once, then kept as a prepared artefact)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+
+            def write(folder: Path, show_progress: bool | None) -> None:
+                _write_binary_hnsw(arr, folder, m, ef_construction, show_progress)
+
+            info = build_artefact(owner, BINARY_HNSW_KIND, params, builder=write)
+        index = faiss.read_index_binary(str(info.file(BINARY_HNSW_FILE)), read_flags())
+        return _check_code_index(cls(index, ef_search), arr)
+
+
+#: The prepared-artefact kind of BRR's binary HNSW index (``index="hnsw"``).
+BINARY_HNSW_KIND = "binary-hnsw"
+BINARY_HNSW_FILE = "index.faissbin"
+
+
+def binary_hnsw_params(codes_key: dict[str, Any], m: int = 32, ef_construction: int = 100) -> dict[str, Any]:
+    """The store parameters of the binary HNSW graph over the distinct codes named by ``codes_key``."""
+    return {"codes": dict(codes_key), "m": int(m), "ef_construction": int(ef_construction)}
+
+
+def _write_binary_hnsw(codes: np.ndarray, folder: Path, m: int, efc: int, show_progress: bool | None) -> None:
+    """Write the HNSW index of the (distinct) ``codes`` into ``folder``; a copy of the cache of versions
+    before the store is taken over when faiss reads it and it holds these codes."""
+    import faiss
+
+    index: Any = None
+    legacy = _legacy_index_path(codes, m, efc)
+    if legacy.is_file():
+        try:
+            index = _check_code_index(BinaryHNSWIndex(faiss.read_index_binary(str(legacy))), codes).faiss_index
+        except Exception:  # unreadable or of other codes: build instead
+            index = None
+    if index is None:
+        index = BinaryHNSWIndex.build(codes, m=m, ef_construction=efc, show_progress=show_progress).faiss_index
+    faiss.write_index_binary(index, str(folder / BINARY_HNSW_FILE))
+
+
+def build_binary_hnsw_artefact(
+    embedding: Vocabulary, params: dict[str, Any], folder: Path, show_progress: bool | None
+) -> None:
+    """The registered builder of :data:`BINARY_HNSW_KIND` (``deniable prepare -m brr --index hnsw``).
+
+    It reads the trained codes named in ``params["codes"]`` (a ``binary-codes`` artefact,
+    prepared first if needed) and indexes their distinct rows. An index over codes given
+    in memory is built by the mechanism holding them, never here.
+    """
+    from ..binarize import CODES_KIND, binarize
+    from ..embedding import Embedding
+
+    key = params["codes"]
+    if key.get("kind") != CODES_KIND or not isinstance(embedding, Embedding):
+        raise InvalidParameterError(
+            "codes", "given in memory", "trained codes (the index of given codes is built by the mechanism using them)"
+        )
+    cp = key["params"]
+    codes = binarize(
+        embedding,
+        int(cp["bits"]),
+        str(cp["method"]),
+        seed=int(cp["seed"]),
+        show_progress=show_progress,
+        **cp["options"],
+    )
+    unique, _, _ = distinct_codes(codes)
+    _write_binary_hnsw(unique, folder, int(params["m"]), int(params["ef_construction"]), show_progress)
 
 
 def _check_code_index(index: _I, codes: np.ndarray) -> _I:
@@ -224,10 +341,11 @@ def _check_code_index(index: _I, codes: np.ndarray) -> _I:
 
 
 def make_code_index(codes: npt.ArrayLike, kind: str | CodeIndex = "flat", **options: Any) -> CodeIndex:
-    """Build (or load from the cache) the binary index called ``kind`` over packed ``codes``.
+    """Build (or load from the prepared-artefact store) the binary index called ``kind`` over packed ``codes``.
 
     The sibling of :func:`deniable.index.make_index`; ``kind`` may also be a ready
-    :class:`CodeIndex`, which is checked against the codes.
+    :class:`CodeIndex`, which is checked against the codes. ``options`` go to the index
+    (``"hnsw"``: those of :meth:`BinaryHNSWIndex.cached`, ``owner`` included).
     """
     arr = _packed(codes)
     if not isinstance(kind, str):

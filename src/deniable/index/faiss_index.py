@@ -16,12 +16,23 @@ if TYPE_CHECKING:
     from ..embedding import Embedding, Vocabulary
 
 
-def add_in_chunks(index: Any, rows: np.ndarray, chunk: int, description: str) -> None:
-    """``index.add`` ``chunk`` rows at a time, with a progress bar (float and binary HNSW builds)."""
-    with progress(rows.shape[0], description) as advance:
+def add_in_chunks(
+    index: Any, rows: np.ndarray, chunk: int, description: str, show_progress: bool | None = None
+) -> None:
+    """``index.add`` ``chunk`` rows at a time, with a progress bar (float and binary HNSW builds;
+    ``show_progress``: default when stderr is a terminal)."""
+    with progress(rows.shape[0], description, enabled=show_progress) as advance:
         for s in range(0, rows.shape[0], chunk):
             index.add(rows[s : s + chunk])
             advance(min(chunk, rows.shape[0] - s))
+
+
+def read_flags() -> int:
+    """faiss IO flags for reading a prepared index: its stored vectors or codes memory-mapped
+    (``IO_FLAG_MMAP_IFC``, shared by every process; the HNSW graph itself is read), where faiss offers it."""
+    import faiss
+
+    return int(getattr(faiss, "IO_FLAG_MMAP_IFC", 0))
 
 
 class _FaissWrapper:
@@ -75,13 +86,14 @@ class HNSWIndex(_FaissWrapper):
         ef_construction: int = 100,
         ef_search: int = 128,
         chunk: int = 20000,
+        show_progress: bool | None = None,
     ) -> HNSWIndex:
         import faiss
 
         x = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32))
         index = faiss.IndexHNSWFlat(x.shape[1], m)
         index.hnsw.efConstruction = ef_construction
-        add_in_chunks(index, x, chunk, "building HNSW index")
+        add_in_chunks(index, x, chunk, "building HNSW index", show_progress)
         return cls(index, ef_search)
 
     @classmethod
@@ -120,7 +132,7 @@ class HNSWIndex(_FaissWrapper):
                     flush=True,
                 )
             info = build_artefact(embedding, HNSW_KIND, params)
-        idx = cls(faiss.read_index(str(info.file(HNSW_FILE))), ef_search)
+        idx = cls(faiss.read_index(str(info.file(HNSW_FILE)), read_flags()), ef_search)
         check_index(idx, embedding.size, embedding.dim)
         return idx
 
@@ -159,7 +171,7 @@ def build_hnsw_artefact(
         except Exception:  # unreadable or of another embedding: build instead
             index = None
     if index is None:
-        index = HNSWIndex.build(embedding.vectors, m=m, ef_construction=efc).faiss_index
+        index = HNSWIndex.build(embedding.vectors, m=m, ef_construction=efc, show_progress=show_progress).faiss_index
     faiss.write_index(index, str(folder / HNSW_FILE))
 
 

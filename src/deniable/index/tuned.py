@@ -6,7 +6,11 @@ vectors of uniformly random vocabulary words, drawn with a fixed seed), raising
 ``efSearch`` along a ladder until the agreement is at least ``target`` with a margin
 for sampling error, and falls back to exact search when no rung reaches it. The
 choice depends only on public data (the embedding, the noise setting, the fixed seed),
-never on the text being privatized, and is cached on disk beside the HNSW index.
+never on the text being privatized. It is kept as the prepared artefact
+:data:`DECODE_CHOICE_KIND` (:mod:`deniable.artefacts`: manifest, sha256 verified when
+opened, built once under a lock; ``deniable prepare -m madlib --epsilon E`` records it
+ahead). The ``decode-choices.json`` file of earlier versions is read once to take over
+a choice it holds; it is never written.
 
 Uniformly random words are the hard case: rare words sit where HNSW's recall is worst,
 so agreement on real text (dominated by frequent words) is higher still.
@@ -19,26 +23,43 @@ import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._cache import atomic_path
+from .._errors import InvalidParameterError
+from .._progress import progress
 from .._random import seeded_generator
 from ._base import Index
 from .exact import ExactIndex
 from .faiss_index import FlatIndex, HNSWIndex
 
 if TYPE_CHECKING:
-    from ..embedding import Embedding
+    from ..embedding import Embedding, Vocabulary
 
-__all__ = ["DEFAULT_LADDER", "TunedChoice", "agreement_threshold", "tuned_index"]
+__all__ = [
+    "DECODE_CHOICE_KIND",
+    "DEFAULT_LADDER",
+    "MIN_SIZE",
+    "TunedChoice",
+    "agreement_threshold",
+    "build_decode_choice_artefact",
+    "decode_choice_params",
+    "decoded_exactly",
+    "tuned_index",
+]
 
 #: efSearch values tried, cheapest first. Beyond 512 HNSW is no faster per thread than
 #: exact search on GloVe 6B 50-d, so the ladder stops there.
 DEFAULT_LADDER: tuple[int, ...] = (64, 128, 256, 512)
 
-_CHOICES_FILE = "decode-choices.json"
+#: Vocabularies smaller than this are decoded exactly by default (fast there; nothing to prepare).
+MIN_SIZE = 50_000
+
+#: The prepared-artefact kind of a decode choice (madlib's ``index="auto"``), and its file.
+DECODE_CHOICE_KIND = "decode-choice"
+CHOICE_FILE = "choice.json"
+_LEGACY_CHOICES_FILE = "decode-choices.json"
 
 
 class TunedChoice:
@@ -58,6 +79,41 @@ def agreement_threshold(target: float, samples: int, z: float = 2.33) -> float:
     return target + z * math.sqrt(target * (1.0 - target) / samples)
 
 
+def decoded_exactly(size: int, min_size: int | None = None) -> bool:
+    """True when a vocabulary of ``size`` words is decoded exactly without a choice (smaller than
+    ``min_size``, default :data:`MIN_SIZE`)."""
+    return size < (MIN_SIZE if min_size is None else min_size)
+
+
+def decode_choice_params(
+    key: str,
+    *,
+    target: float = 0.99,
+    samples: int = 2000,
+    ladder: tuple[int, ...] = DEFAULT_LADDER,
+    hnsw_options: dict[str, int] | None = None,
+    mechanism: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The store parameters of a decode choice.
+
+    ``key`` names the noise setting (e.g. ``"madlib epsilon=10.0"``); ``mechanism``
+    (``{"name": ..., "options": {...}}``: the registered mechanism and the constructor
+    arguments of its noise) lets ``deniable prepare`` rebuild the public queries; without
+    it the choice is made only by the caller of :func:`tuned_index` holding them.
+    """
+    graph = {"m": 32, "ef_construction": 100, **(hnsw_options or {})}
+    return {
+        "key": str(key),
+        "target": float(target),
+        "samples": int(samples),
+        "ladder": [int(ef) for ef in ladder],
+        "hnsw": {"m": int(graph["m"]), "ef_construction": int(graph["ef_construction"])},
+        "mechanism": None
+        if mechanism is None
+        else {"name": str(mechanism["name"]), "options": dict(mechanism["options"])},
+    }
+
+
 def tuned_index(
     embedding: Embedding,
     make_queries: Callable[[np.random.Generator, int], np.ndarray],
@@ -66,60 +122,126 @@ def tuned_index(
     target: float = 0.99,
     samples: int = 2000,
     ladder: tuple[int, ...] = DEFAULT_LADDER,
-    min_size: int = 50_000,
+    min_size: int | None = None,
     hnsw_options: dict[str, int] | None = None,
     notice: bool = True,
+    mechanism: dict[str, Any] | None = None,
 ) -> TunedChoice:
     """The fastest decode for ``embedding`` that agrees with exact search on >= ``target`` of queries.
 
     ``make_queries(rng, n)`` returns ``n`` public query vectors (e.g. noisy vectors of
-    random vocabulary words); ``key`` names the noise setting in the on-disk cache of
-    choices (e.g. ``"madlib epsilon=10.0"``). Vocabularies smaller than ``min_size``
-    are decoded exactly (exact search is fast there and needs no artefact).
-    ``hnsw_options`` (``m``, ``ef_construction``) choose the HNSW graph (default M=32,
-    efConstruction=100; M=64, efConstruction=200 agrees more at a given ``efSearch`` but
-    takes about 4x longer to build).
+    random vocabulary words); ``key`` names the noise setting in the store (e.g.
+    ``"madlib epsilon=10.0"``; ``mechanism``: see :func:`decode_choice_params`).
+    Vocabularies smaller than ``min_size`` (default :data:`MIN_SIZE`) are decoded exactly
+    (exact search is fast there and needs no artefact). ``hnsw_options`` (``m``,
+    ``ef_construction``) choose the HNSW graph (default M=32, efConstruction=100; M=64,
+    efConstruction=200 agrees more at a given ``efSearch`` but takes about 4x longer to
+    build). A choice not yet prepared is made now, once, with one notice on stderr
+    (unless ``notice=False``) and a progress bar on a terminal.
     """
-    if embedding.size < min_size:
+    from ..artefacts import ArtefactError, build_artefact, open_artefact
+
+    if decoded_exactly(embedding.size, min_size):
         return TunedChoice(ExactIndex(embedding.vectors), "exact", None)
-    threshold = agreement_threshold(target, samples)
-    path = embedding.cache_path(_CHOICES_FILE)
-    graph = {"m": 32, "ef_construction": 100, **(hnsw_options or {})}
-    full_key = (
-        f"{key}; target={target!r}; samples={samples}; ladder={list(ladder)}; "
+    params = decode_choice_params(
+        key, target=target, samples=samples, ladder=ladder, hnsw_options=hnsw_options, mechanism=mechanism
+    )
+    try:
+        info = open_artefact(embedding, DECODE_CHOICE_KIND, params)
+    except ArtefactError:
+        info = None  # damaged: made again below
+    if info is None:
+        if notice:
+            print(
+                f"deniable: choosing the default decode for {key} on this embedding ({embedding.size:,} words): "
+                f"checking the HNSW index (built first if needed) against exact search on {samples:,} public "
+                "random words (once, then kept as a prepared artefact)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+        def write(folder: Path, show_progress: bool | None) -> None:
+            _write_choice(embedding, make_queries, params, folder, show_progress)
+
+        info = build_artefact(embedding, DECODE_CHOICE_KIND, params, builder=write)
+        notice = False  # said once; the HNSW index was built (or found) with the choice
+    ef, agree = _read_choice(info.file(CHOICE_FILE))
+    return _make_choice(embedding, ef, agree, params["hnsw"], notice)
+
+
+def _write_choice(
+    embedding: Embedding,
+    make_queries: Callable[[np.random.Generator, int], np.ndarray],
+    params: dict[str, Any],
+    folder: Path,
+    show_progress: bool | None,
+) -> None:
+    """Measure the choice of ``params`` (or take it over from the cache of earlier versions) into ``folder``."""
+    graph, ladder, samples = params["hnsw"], tuple(params["ladder"]), params["samples"]
+    legacy_key = (
+        f"{params['key']}; target={params['target']!r}; samples={samples}; ladder={list(ladder)}; "
         f"hnsw m={graph['m']} efc={graph['ef_construction']}"
     )
-    choices = _read_choices(path)
-    if full_key in choices:
-        ef, agree = choices[full_key]
-        return _make_choice(embedding, ef, agree, graph)
-    if notice:
-        print(
-            f"deniable: choosing the default decode for {key}: checking the HNSW index against exact search "
-            f"on {samples:,} public random words (once; the choice is cached on disk)",
-            file=sys.stderr,
-            flush=True,
+    found = _read_legacy_choices(embedding.cache_path(_LEGACY_CHOICES_FILE)).get(legacy_key)
+    if found is not None:
+        chosen, agree = found
+    else:
+        threshold = agreement_threshold(params["target"], samples)
+        queries = np.ascontiguousarray(make_queries(seeded_generator(0, warn=False), samples), dtype=np.float32)
+        truth = FlatIndex(embedding.vectors).search(queries, 1)[1][:, 0]
+        hnsw = HNSWIndex.cached(embedding, notice=False, m=graph["m"], ef_construction=graph["ef_construction"])
+        chosen, agree = None, 0.0
+        with progress(len(ladder), "checking HNSW against exact search", enabled=show_progress) as advance:
+            for ef in ladder:
+                hnsw.set_ef_search(ef)
+                agree = float(np.mean(hnsw.search(queries, 1)[1][:, 0] == truth))
+                advance(1)
+                if agree >= threshold:
+                    chosen = ef
+                    break
+    (folder / CHOICE_FILE).write_text(json.dumps({"ef_search": chosen, "agreement": agree}), encoding="utf-8")
+
+
+def build_decode_choice_artefact(
+    embedding: Vocabulary, params: dict[str, Any], folder: Path, show_progress: bool | None
+) -> None:
+    """The registered builder of :data:`DECODE_CHOICE_KIND` (``deniable prepare -m madlib --epsilon E``).
+
+    It rebuilds the mechanism named in ``params["mechanism"]`` to draw its public queries.
+    """
+    from ..embedding import Embedding
+    from ..mechanisms import mechanism_class
+    from ..mechanisms.laplace import MultivariateLaplace
+
+    if not isinstance(embedding, Embedding):
+        raise Embedding.type_error(embedding)
+    spec = params.get("mechanism")
+    if spec is None:
+        raise InvalidParameterError(
+            "mechanism", None, "a mechanism spec (a choice keyed by a caller's own queries is made by that caller)"
         )
-    queries = np.ascontiguousarray(make_queries(seeded_generator(0, warn=False), samples), dtype=np.float32)
-    truth = FlatIndex(embedding.vectors).search(queries, 1)[1][:, 0]
-    hnsw = HNSWIndex.cached(embedding, notice=notice, m=graph["m"], ef_construction=graph["ef_construction"])
-    chosen: int | None = None
-    agree = 0.0
-    for ef in ladder:
-        hnsw.set_ef_search(ef)
-        agree = float(np.mean(hnsw.search(queries, 1)[1][:, 0] == truth))
-        if agree >= threshold:
-            chosen = ef
-            break
-    choices = _read_choices(path)
-    choices[full_key] = (chosen, agree)
-    text = json.dumps(choices, indent=1, sort_keys=True)
-    atomic_path(path, lambda p: _write(p, text))
-    return _make_choice(embedding, chosen, agree, graph, hnsw)
+    mech = mechanism_class(spec["name"])(embedding, **spec["options"])  # type: ignore[call-arg]
+    if not isinstance(mech, MultivariateLaplace) or mech._tuning_key() != params["key"]:
+        raise InvalidParameterError("mechanism", spec["name"], "a mechanism whose decode is tuned with this key")
+    make_queries = mech._public_queries
+    _write_choice(embedding, make_queries, params, folder, show_progress)
+
+
+def _read_choice(path: Path) -> tuple[int | None, float]:
+    from ..artefacts import ArtefactError
+
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        ef = raw["ef_search"]
+        return (None if ef is None else int(ef)), float(raw["agreement"])
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        raise ArtefactError(
+            f"prepared artefact {path.parent}: unreadable decode choice ({type(exc).__name__})"
+        ) from None
 
 
 def _make_choice(
-    embedding: Embedding, ef: int | None, agree: float, graph: dict[str, int], hnsw: HNSWIndex | None = None
+    embedding: Embedding, ef: int | None, agree: float, graph: dict[str, int], notice: bool = True
 ) -> TunedChoice:
     if ef is None:
         return TunedChoice(
@@ -127,20 +249,13 @@ def _make_choice(
             f"exact (HNSW agreed with exact search on only {agree:.1%} of public random words)",
             agree,
         )
-    index = (
-        hnsw
-        if hnsw is not None
-        else HNSWIndex.cached(embedding, m=graph["m"], ef_construction=graph["ef_construction"])
-    )
+    index = HNSWIndex.cached(embedding, m=graph["m"], ef_construction=graph["ef_construction"], notice=notice)
     index.set_ef_search(ef)
     return TunedChoice(index, f"hnsw efSearch={ef} ({agree:.1%} agreement with exact on public random words)", agree)
 
 
-def _write(path: Path, text: str) -> None:
-    path.write_text(text)
-
-
-def _read_choices(path: Path) -> dict[str, tuple[int | None, float]]:
+def _read_legacy_choices(path: Path) -> dict[str, tuple[int | None, float]]:
+    """The ``decode-choices.json`` of versions before the store (read only, to take a choice over)."""
     try:
         raw = json.loads(path.read_text())
         return {str(k): (None if v[0] is None else int(v[0]), float(v[1])) for k, v in raw.items()}

@@ -30,6 +30,7 @@ import numpy.typing as npt
 
 from .._errors import InvalidParameterError
 from .._validation import check_choice, check_epsilon, check_int
+from ..artefacts import MANIFEST, artefact_path
 from ..binarize import (
     ALIASES,
     BINARIZERS,
@@ -45,7 +46,15 @@ from ..binarize import (
 )
 from ..binarize.device import CodeVocabulary, load_device_artefact, save_device_artefact
 from ..embedding import Embedding, Vocabulary
-from ..index.binary import BinaryExactIndex, BinaryFlatIndex, CodeIndex, make_code_index
+from ..index.binary import (
+    BINARY_HNSW_KIND,
+    BinaryExactIndex,
+    BinaryFlatIndex,
+    CodeIndex,
+    binary_hnsw_params,
+    distinct_codes,
+    make_code_index,
+)
 from ..metrics import hamming
 from .base import Mechanism
 from .registry import Option
@@ -112,9 +121,11 @@ class HammingDecoder:
 
     The distinct codes are searched through a binary index of :mod:`deniable.index`
     (``flat``: faiss ``IndexBinaryFlat``, exact; ``hnsw``: faiss ``IndexBinaryHNSW``,
-    approximate, cached on disk by the codes' fingerprint; tiny code sets: the numpy
-    ``exact`` index). The index is built on first use (thread-safe), so constructing a
-    decoder only groups the codes. Words sharing a code are stored as groups (CSR):
+    approximate, a prepared artefact of ``owner``, the vocabulary the codes belong to,
+    named by ``codes_key``: see :meth:`~deniable.index.BinaryHNSWIndex.cached`; tiny code
+    sets: the numpy ``exact`` index). The index is built on first use (thread-safe), or by
+    :meth:`build_index`, so constructing a decoder only groups the codes. Words sharing a
+    code are stored as groups (CSR):
     ``members[starts[g] : starts[g] + counts[g]]`` are the word ids of distinct code ``g``.
 
     Exact uniform tie-breaking (exact indexes): a k-NN search returns the k smallest
@@ -142,16 +153,15 @@ class HammingDecoder:
         tie_k: int = 16,
         backend: str = "auto",
         index_options: dict[str, Any] | None = None,
+        owner: Vocabulary | None = None,
+        codes_key: dict[str, Any] | None = None,
     ) -> None:
         arr = np.ascontiguousarray(check_codes(codes))
         self.index_kind = check_choice("index", index, DECODERS)
         check_choice("backend", backend, ("auto", "faiss", "numpy"))
         self.tie_k = check_int("tie_k", tie_k, minimum=1)
         self.bits = arr.shape[1] * 8
-        rows = arr.view(np.dtype((np.void, arr.shape[1]))).ravel()
-        _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
-        self.unique_codes = np.ascontiguousarray(arr[first])
-        inverse = inverse.ravel()
+        self.unique_codes, first, inverse = distinct_codes(arr)
         self.code_of_word = inverse.astype(np.int64)
         self.counts = np.bincount(inverse, minlength=len(first)).astype(np.int64)
         self.starts = np.concatenate([[0], np.cumsum(self.counts)[:-1]]).astype(np.int64)
@@ -159,6 +169,7 @@ class HammingDecoder:
         small = self.unique_codes.nbytes <= self.NUMPY_MAX_BYTES
         self.backend = "numpy" if backend == "numpy" or (backend == "auto" and small and index == "flat") else "faiss"
         self._index_options = dict(index_options or {})
+        self._owner, self._codes_key = owner, codes_key
         self._lock = threading.Lock()
         self._search: CodeIndex | None = None
         self._exact: BinaryExactIndex | BinaryFlatIndex | None = None  # exact fallback of the HNSW decoder
@@ -166,12 +177,19 @@ class HammingDecoder:
     @property
     def _index(self) -> CodeIndex:
         """The index searched first (built once, on first use)."""
-        if self._search is None:
-            with self._lock:
-                if self._search is None:
-                    kind = "exact" if self.backend == "numpy" else self.index_kind
-                    self._search = make_code_index(self.unique_codes, kind, **self._index_options)
-        return self._search
+        return self._search if self._search is not None else self.build_index()
+
+    def build_index(self, notice: bool = True) -> CodeIndex:
+        """Build or load the index searched first, once (thread-safe); ``notice``: say so on stderr
+        when the HNSW index must be built (see :meth:`~deniable.index.BinaryHNSWIndex.cached`)."""
+        with self._lock:
+            if self._search is None:
+                kind = "exact" if self.backend == "numpy" else self.index_kind
+                opts = dict(self._index_options)
+                if kind == "hnsw":
+                    opts.update(owner=self._owner, codes_key=self._codes_key, notice=notice)
+                self._search = make_code_index(self.unique_codes, kind, **opts)
+            return self._search
 
     def _exact_index(self) -> BinaryExactIndex | BinaryFlatIndex:
         """An exact index over the distinct codes (the main one unless it is HNSW)."""
@@ -322,10 +340,12 @@ class BinaryRandomizedResponse(Mechanism):
 
     @classmethod
     def prepared_artefacts(cls, embedding: Vocabulary, options: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-        """``(kind, params)`` of the codes BRR trains from float vectors (:mod:`deniable.artefacts`).
+        """``(kind, params)`` of the codes BRR trains from float vectors (:mod:`deniable.artefacts`)
+        and, with ``index="hnsw"``, of their binary HNSW index.
 
         ``options``: ``bits`` (256), ``binarizer`` (autoencoder), ``seed`` (0),
-        ``binarizer_options``. A device artefact's codes are given: nothing to prepare.
+        ``binarizer_options``, ``index`` (flat). A device artefact's codes are given:
+        nothing to prepare (its HNSW index is kept in the store when first built).
         """
         if not isinstance(embedding, Vocabulary):
             raise InvalidParameterError("embedding", type(embedding).__name__, "a deniable.Embedding")
@@ -335,7 +355,11 @@ class BinaryRandomizedResponse(Mechanism):
         method = check_binarizer(options.get("binarizer") or "autoencoder")
         seed = check_int("seed", options.get("seed", 0), minimum=0)
         opts = check_binarizer_options(method, dict(options.get("binarizer_options") or {}))
-        return [(CODES_KIND, codes_artefact_params(method, check_bits(256 if bits is None else bits), seed, opts))]
+        codes = codes_artefact_params(method, check_bits(256 if bits is None else bits), seed, opts)
+        out = [(CODES_KIND, codes)]
+        if check_choice("index", options.get("index") or "flat", DECODERS) == "hnsw":
+            out.append((BINARY_HNSW_KIND, binary_hnsw_params({"kind": CODES_KIND, "params": codes})))
+        return out
 
     def __post_init__(self) -> None:
         """Validate and record the parameters; no training, no index (see :meth:`prepare`)."""
@@ -379,10 +403,20 @@ class BinaryRandomizedResponse(Mechanism):
         object.__setattr__(self, "_decoder", None)
         if codes is not None:  # given codes: group them now (cheap; shared codes are reported at once)
             object.__setattr__(self, "bits", int(codes.shape[1] * 8))
-            self._install(codes, stacklevel=5)
+            self._install(codes, stacklevel=4)
+
+    def _codes_key(self) -> dict[str, Any] | None:
+        """How the store names the codes: their ``binary-codes`` artefact when trained, else None (their sha256)."""
+        if not isinstance(self.embedding, Embedding) or not isinstance(self.binarizer, str):
+            return None
+        if self.binarizer == "precomputed":
+            return None
+        method = str(self.binarizer)
+        opts = check_binarizer_options(method, self.binarizer_options)
+        return {"kind": CODES_KIND, "params": codes_artefact_params(method, int(self.bits or 0), self.seed, opts)}
 
     def _install(self, codes: npt.NDArray[np.uint8], stacklevel: int) -> None:
-        decoder = HammingDecoder(codes, index=self.index)
+        decoder = HammingDecoder(codes, index=self.index, owner=self.embedding, codes_key=self._codes_key())
         object.__setattr__(self, "_codes", codes)
         object.__setattr__(self, "_decoder", decoder)
         if decoder.shared_codes:
@@ -394,35 +428,54 @@ class BinaryRandomizedResponse(Mechanism):
         return self._decoder is not None  # type: ignore[attr-defined]
 
     def prepare(self, show_progress: bool | None = None) -> BinaryRandomizedResponse:
-        """Obtain the codes (train them, or read them from the on-disk cache) once; return ``self``.
+        """Obtain the codes (train them, or read them from the prepared-artefact store) and, with
+        ``index="hnsw"``, their binary HNSW index, once; return ``self``.
 
-        The codes are a function of public data only (the embedding, ``bits``,
-        ``binarizer``, ``seed``, ``binarizer_options``): :func:`deniable.binarize.binarize`
-        caches them by those. :meth:`privatize` calls this itself when needed (with a
-        one-line notice on stderr when training is needed); call it ahead to choose when
-        the cost is paid. Thread-safe: concurrent callers train once.
+        Both are functions of public data only (the embedding, ``bits``, ``binarizer``,
+        ``seed``, ``binarizer_options``) and kept as prepared artefacts
+        (:mod:`deniable.artefacts`; ``deniable prepare -m brr [--index hnsw]`` builds them
+        ahead). :meth:`privatize` calls this itself (with one notice on stderr when
+        something must be built); call it ahead to choose when the cost is paid.
+        Thread-safe: concurrent callers build once.
         """
-        if self._decoder is None:  # type: ignore[attr-defined]
-            with self._lock:  # type: ignore[attr-defined]
-                if self._decoder is None:  # type: ignore[attr-defined]
-                    emb = self.embedding
-                    if not isinstance(emb, Embedding):  # unreachable: __post_init__ checked it
-                        raise Embedding.type_error(emb)
-                    show = self.show_progress if show_progress is None else show_progress
-                    method, bits = str(self.binarizer), int(self.bits or 0)
-                    cached = codes_cache_path(
-                        emb, method, bits, self.seed, check_binarizer_options(method, self.binarizer_options)
-                    ).is_file()
-                    if not cached and show is not False:
-                        print(
-                            f"deniable: brr needs {bits}-bit {method} codes of {self.embedding.size:,} words; "
-                            "computing them once (cached on disk for the next runs)",
-                            file=sys.stderr,
-                            flush=True,
-                        )
-                    codes = binarize(emb, bits, method, seed=self.seed, show_progress=show, **self.binarizer_options)
-                    self._install(codes, stacklevel=4)
+        show = self.show_progress if show_progress is None else show_progress
+        notice = self._ensure_codes(show)
+        if self.index == "hnsw":
+            self._decoder.build_index(notice=notice and show is not False)  # type: ignore[attr-defined]
         return self
+
+    def _ensure_codes(self, show: bool | None = None) -> bool:
+        """Obtain the codes once; False when a notice already said what is being built."""
+        if self._decoder is not None:  # type: ignore[attr-defined]
+            return True
+        with self._lock:  # type: ignore[attr-defined]
+            if self._decoder is not None:  # type: ignore[attr-defined]
+                return True
+            emb = self.embedding
+            if not isinstance(emb, Embedding):  # unreachable: __post_init__ checked it
+                raise Embedding.type_error(emb)
+            show = self.show_progress if show is None else show
+            method, bits = str(self.binarizer), int(self.bits or 0)
+            opts = check_binarizer_options(method, self.binarizer_options)
+            key = self._codes_key()
+            hnsw_prepared = (
+                key is not None and (artefact_path(emb, BINARY_HNSW_KIND, binary_hnsw_params(key)) / MANIFEST).is_file()
+            )
+            if codes_cache_path(emb, method, bits, self.seed, opts).is_file():
+                codes = binarize(emb, bits, method, seed=self.seed, show_progress=show, **self.binarizer_options)
+                self._install(codes, stacklevel=4)
+                return True
+            if show is not False:
+                also = " and their binary HNSW index" if self.index == "hnsw" and not hnsw_prepared else ""
+                print(
+                    f"deniable: brr needs {bits}-bit {method} codes of {emb.size:,} words; computing them{also} "
+                    "once (then kept as prepared artefacts)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            codes = binarize(emb, bits, method, seed=self.seed, show_progress=show, **self.binarizer_options)
+            self._install(codes, stacklevel=4)
+            return False
 
     # -- construction from the on-device artefact --------------------------------------------
     @classmethod
@@ -447,13 +500,15 @@ class BinaryRandomizedResponse(Mechanism):
     # -- the mechanism -------------------------------------------------------------------------
     @property
     def codes(self) -> npt.NDArray[np.uint8]:
-        """The packed codes of every word, ``(V, bits // 8)`` uint8 (obtained by :meth:`prepare`)."""
-        return self.prepare()._codes  # type: ignore[attr-defined]
+        """The packed codes of every word, ``(V, bits // 8)`` uint8 (obtained once, see :meth:`prepare`)."""
+        self._ensure_codes()
+        return self._codes  # type: ignore[attr-defined]
 
     @property
     def decoder(self) -> HammingDecoder:
-        """The Hamming nearest-code decoder (obtained by :meth:`prepare`)."""
-        return self.prepare()._decoder  # type: ignore[attr-defined]
+        """The Hamming nearest-code decoder (its codes obtained once; its index built on first search)."""
+        self._ensure_codes()
+        return self._decoder  # type: ignore[attr-defined]
 
     @property
     def flip_probability(self) -> float:
@@ -470,7 +525,7 @@ class BinaryRandomizedResponse(Mechanism):
         )
 
     def _privatize(self, ids: npt.NDArray[np.int64], rng: np.random.Generator) -> npt.NDArray[np.int64]:
-        decoder = self.decoder
+        decoder = self.prepare().decoder  # codes and index: one notice when something must be built
         return np.concatenate(
             [
                 decoder.decode(self._noisy(ids[s : s + self.batch_size], rng), rng)

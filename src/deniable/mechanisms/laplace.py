@@ -13,7 +13,7 @@ from .._validation import check_choice, check_epsilon, check_int
 from ..embedding import Embedding, Vocabulary
 from ..index import INDEXES, Index, make_index
 from ..index.faiss_index import HNSW_KIND, hnsw_artefact_params
-from ..index.tuned import tuned_index
+from ..index.tuned import DECODE_CHOICE_KIND, decode_choice_params, decoded_exactly, tuned_index
 from ..metrics import paired_distances
 from .base import Mechanism
 from .registry import Option
@@ -22,6 +22,8 @@ __all__ = ["DECODES", "MultivariateLaplace", "sample_laplace_noise"]
 
 #: ``index=`` values: ``"auto"`` (the default) and the named indexes.
 DECODES = ("auto", *INDEXES)
+#: Constructor options of the decode (every other option is a parameter of the noise law).
+_DECODE_OPTIONS = ("index", "batch_size", "index_options")
 
 
 def sample_laplace_noise(count: int, dim: int, epsilon: float, rng: np.random.Generator) -> npt.NDArray[np.float64]:
@@ -97,11 +99,34 @@ class MultivariateLaplace(Mechanism):
 
     @classmethod
     def prepared_artefacts(cls, embedding: Vocabulary, options: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-        """``(kind, params)`` of the HNSW index the ``"hnsw"`` / ``"auto"`` decode reads (:mod:`deniable.artefacts`)."""
+        """``(kind, params)`` of what the ``"hnsw"`` / ``"auto"`` decode reads (:mod:`deniable.artefacts`).
+
+        ``options``: ``index`` (``"auto"`` by default; ``"exact"`` / ``"flat"`` read nothing),
+        ``index_options``, and ``epsilon`` (a number or a list): the ``"auto"`` decode's
+        choice at each epsilon (a ``decode-choice``; none for vocabularies decoded
+        exactly by default, smaller than ``index_options["min_size"]``). Other noise
+        parameters (e.g. mahalanobis ``lam``) are read by their option names.
+        """
         if not isinstance(embedding, Embedding):
             raise Embedding.type_error(embedding)
         _ = embedding.vectors  # a code-only vocabulary has none and says so here
-        return [(HNSW_KIND, hnsw_artefact_params())]
+        index = options.get("index") or "auto"
+        if index not in ("auto", "hnsw"):
+            check_choice("index", index, DECODES)
+            return []
+        opts = dict(options.get("index_options") or {})
+        graph = opts if index == "hnsw" else dict(opts.get("hnsw_options") or {})
+        out = [(HNSW_KIND, hnsw_artefact_params(graph.get("m", 32), graph.get("ef_construction", 100)))]
+        epsilons = options.get("epsilon")
+        if index == "auto" and epsilons is not None:
+            noise = {
+                o.name: options[o.name] for o in cls.options if o.name not in _DECODE_OPTIONS and o.name in options
+            }
+            for eps in [epsilons] if isinstance(epsilons, int | float) else list(epsilons):
+                params = cls(embedding, eps, index="auto", index_options=opts, **noise)._decode_choice_params()
+                if params is not None:
+                    out.append((DECODE_CHOICE_KIND, params))
+        return out
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
@@ -131,7 +156,13 @@ class MultivariateLaplace(Mechanism):
 
     def _build_index(self) -> Index:
         if self.index == "auto":
-            choice = tuned_index(self.embedding, self._public_queries, self._tuning_key(), **self.index_options)
+            choice = tuned_index(
+                self.embedding,
+                self._public_queries,
+                self._tuning_key(),
+                mechanism=self._noise_spec(),
+                **self.index_options,
+            )
             found, description = choice.index, choice.description
         else:
             found = make_index(self.embedding, self.index, **self.index_options)
@@ -153,6 +184,20 @@ class MultivariateLaplace(Mechanism):
     def _tuning_key(self) -> str:
         """What the tuned decode depends on besides the embedding (the noise law's parameters)."""
         return f"{self.name} epsilon={self.epsilon!r}"
+
+    def _noise_spec(self) -> dict[str, Any]:
+        """The registered name and the noise law's constructor arguments: what rebuilds :meth:`_public_queries`."""
+        noise = {o.name: getattr(self, o.name) for o in self.options if o.name not in _DECODE_OPTIONS}
+        return {"name": self.name, "options": {"epsilon": self.epsilon, **noise}}
+
+    def _decode_choice_params(self) -> dict[str, Any] | None:
+        """The store parameters of this ``"auto"`` decode's choice (None: decoded exactly, nothing stored)."""
+        opts = dict(self.index_options)
+        min_size = opts.pop("min_size", None)
+        opts.pop("notice", None)
+        if decoded_exactly(self.embedding.size, min_size):
+            return None
+        return decode_choice_params(self._tuning_key(), mechanism=self._noise_spec(), **opts)
 
     def _public_queries(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """Noisy vectors of ``n`` uniformly random vocabulary words: public queries to tune the decode."""
