@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -74,3 +76,26 @@ def test_auto_decode_privatizes_through_the_tuned_index(rng: np.random.Generator
 def test_unknown_decode_is_rejected(tiny_embedding: Embedding) -> None:
     with pytest.raises(InvalidParameterError, match="index"):
         MultivariateLaplace(tiny_embedding, epsilon=1.0, index="annoy")
+
+
+def test_builtin_embedding_below_measured_epsilon_decodes_exactly_without_an_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's first command (madlib, eps 10, built-in GloVe) must not build an HNSW index to choose."""
+    import deniable
+    from deniable.index import faiss_index
+
+    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
+
+    def no_build(*args: object, **kwargs: object) -> None:
+        raise AssertionError("an HNSW index was built")
+
+    monkeypatch.setattr(faiss_index.HNSWIndex, "cached", no_build)
+    emb = deniable.load_embedding()
+    for eps in (1.0, 10.0, 15.0):
+        mech = deniable.MultivariateLaplace(emb, epsilon=eps)
+        assert mech.decode_description.startswith("exact (measured for this embedding")
+    with pytest.raises(AssertionError, match="HNSW index was built"):
+        _ = deniable.MultivariateLaplace(emb, epsilon=20.0).decode_description  # above it: tuned as before
+    with pytest.raises(AssertionError, match="HNSW index was built"):  # other tuning parameters: tuned
+        _ = deniable.MultivariateLaplace(emb, epsilon=10.0, index_options={"samples": 500}).decode_description
