@@ -150,3 +150,18 @@ def test_real_imdb(spark, emb_dir):
     b = out.select("id", "label", "rating", "movie").orderBy("id").collect()
     assert a == b and out.count() == 2000
     assert Path(path).is_file()
+
+
+def test_embedding_shipped_with_addfile(spark, frame, rows, emb_dir, tmp_path):
+    """An embedding folder shipped with SparkContext.addFile is named ``sparkfiles:NAME`` and found on every worker."""
+    import shutil
+
+    import deniable.spark
+
+    shipped = tmp_path / "shipped-embedding"
+    shutil.copytree(emb_dir, shipped)
+    spark.sparkContext.addFile(str(shipped), recursive=True)  # "sparkfiles:NAME" is no path: only SparkFiles finds it
+    out = deniable.spark.privatize(
+        frame, ["review"], "madlib", 1e9, embedding="sparkfiles:shipped-embedding", case="keep", oov="keep"
+    ).orderBy("id")
+    assert [r.asDict() for r in out.collect()] == rows

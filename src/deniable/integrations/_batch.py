@@ -72,6 +72,9 @@ class BatchPrivatizer:
     embedding
         ``None`` for the built-in GloVe 6B 50-d, or a path every worker can read: a folder
         written by :meth:`~deniable.Embedding.save` (memory-mapped) or an embedding file.
+        ``"sparkfiles:NAME"`` names a file or folder shipped to every Spark executor with
+        ``SparkContext.addFile(path, recursive=True)`` / ``spark-submit --files``: each
+        worker resolves it with ``pyspark.SparkFiles.get(NAME)``.
         Never an :class:`~deniable.Embedding` object: vectors are not pickled to workers.
     vocab_size, vocabulary, oov, case
         As for :func:`deniable.load_embedding` and :class:`deniable.Privatizer`.
@@ -169,7 +172,7 @@ class BatchPrivatizer:
         from ..mechanisms import make_mechanism
         from ..privatizer import Privatizer
 
-        emb = load_embedding(self.embedding, vocab_size=self.vocab_size, vocabulary=self.vocabulary)
+        emb = load_embedding(_local_path(self.embedding), vocab_size=self.vocab_size, vocabulary=self.vocabulary)
         mech = make_mechanism(self.mechanism, emb, self.epsilon, **self.options)
         with warnings.catch_warnings():  # the driver warned already; workers stay quiet
             warnings.simplefilter("ignore", NotPrivateWarning)
@@ -280,6 +283,18 @@ class BatchPrivatizer:
             "columns": list(self.columns),
             "seeded": self.seed is not None,
         }
+
+
+SPARK_FILES = "sparkfiles:"
+
+
+def _local_path(embedding: str | None) -> str | None:
+    """The worker-local path of ``embedding`` (``sparkfiles:NAME``: where Spark put the shipped copy)."""
+    if embedding is None or not embedding.startswith(SPARK_FILES):
+        return embedding
+    from pyspark import SparkFiles
+
+    return SparkFiles.get(embedding[len(SPARK_FILES) :])
 
 
 def _isnull(value: Any) -> bool:
