@@ -14,7 +14,7 @@ at 5 and 20 only. SanText is the exponential mechanism with the Euclidean metric
 same class and the same draws), so it is not run twice.
 
 Sizes (chosen so that everything runs in about 45 minutes at ``nice -n 10`` on a shared
-2-core machine): 300 rows per set (TR1, TR2, TE1, TE2), every text cut to its first 30
+2-core machine): 200 rows per set (TR1, TR2, TE1, TE2), every text cut to its first 20
 words, 3 repeats, fastText, training-time mode (accuracy + membership inference),
 ``--oov drop``, ``--seed 0``. Usage::
 
@@ -48,8 +48,8 @@ def main() -> int:
     ap.add_argument("--data", default=os.environ.get("DENIABLE_DATA", str(DATA)))
     ap.add_argument("--tasks", default="sst2,imdb")
     ap.add_argument("--groups", default=",".join(GROUPS))
-    ap.add_argument("--size", default="300")
-    ap.add_argument("--max-words", default="30")
+    ap.add_argument("--size", default="200")
+    ap.add_argument("--max-words", default="20")
     ap.add_argument("--repeats", default="3")
     ap.add_argument("--seed", default="0")
     ap.add_argument("--out", default=str(ROOT / "docs" / "figures"))
