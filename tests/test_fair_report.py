@@ -220,3 +220,11 @@ def test_cli_fair_report_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixtur
     code, _, err = run_cli(["compare", "--results", str(tmp_path / "euc"), "--results", str(tmp_path / "other"),
                             "--out", str(tmp_path / "x")], capsys)  # fmt: skip
     assert code == 2 and "seed differs" in err
+
+
+def test_ranking_results_compare_map() -> None:
+    res = _results_of({"a": GRID["a"]})
+    for r in res.rows:
+        r["metric"] = {"accuracy": "map", "mia_auc": "mrr"}[r["metric"]]
+    rep = fair_report(res, INFOS, reference="a", auc_levels=[])
+    assert rep.settings["utility"] == "map" and _row(rep, "same epsilon", "a", 2.0)["value"] == pytest.approx(0.7)

@@ -199,16 +199,20 @@ def fair_report(
     reference: str = "madlib",
     ratios: Mapping[str, float] | None = None,
     auc_levels: Sequence[float] | None = None,
-    utility: str = "accuracy",
+    utility: str | None = None,
 ) -> Results:
     """The side-by-side table (see the module docstring) as :class:`Results` with :data:`FAIR_KEYS`.
 
     ``infos``: every mechanism of ``results``; ``ratios``: ``{mechanism: P_d(reference) / P_d(mechanism)}``
     for the plain mechanisms whose metric is not the reference's (missing ones get no (b) row);
     ``auc_levels``: None = :func:`default_auc_levels`. Each row has ``value`` (the utility), ``ci_low``,
-    ``ci_high``, ``epsilon`` (the mechanism's own epsilon used), ``how`` and ``note``.
+    ``ci_high``, ``epsilon`` (the mechanism's own epsilon used), ``how`` and ``note``. ``utility``: the
+    metric compared (None: accuracy, or MAP for answer ranking).
     """
     summary = results.summary()
+    if utility is None:
+        present = set(results.metrics())
+        utility = next((m for m in ("accuracy", "map") if m in present), "accuracy")
     mechs = list(dict.fromkeys(s["mechanism"] for s in summary if s["mechanism"] != "none"))
     missing = [m for m in mechs if m not in infos]
     if missing:
