@@ -75,13 +75,15 @@ def main() -> int:
             commands.append("deniable " + shlex.join(argv))
             t0 = time.perf_counter()
             print(f"== {task} {group}: {mechs} eps {eps}", file=sys.stderr, flush=True)
+            sys.argv = ["deniable", *argv]  # recorded as the command in settings.json / results.md
             if run_app(argv) != 0:
                 return 1
             print(f"== {task} {group}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
         if args.no_report:
             continue
-        argv = ["compare", *(a for r in runs for a in ("--results", str(r))), "--out", str(folder)]
+        argv = ["compare", *(a for r in runs for a in ("--results", str(r))), "--out", str(folder), "--seed", args.seed]
         commands.append("deniable " + shlex.join(argv))
+        sys.argv = ["deniable", *argv]
         if run_app(argv) != 0:
             return 1
     print("\n".join(commands))
