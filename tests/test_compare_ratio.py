@@ -151,3 +151,23 @@ def test_cli_compare_help_says_which_mechanisms_it_refuses(capsys) -> None:  # t
     assert run_app(["compare", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "refused with exit code 2" in text and "--results" in text
+
+
+def test_a_mechanism_with_an_unbounded_pair_does_not_claim_a_metric_guarantee() -> None:
+    """The capability must agree with ``guarantee``: an infinite bound for some pair of words means the
+    guarantee is not ``epsilon * d`` over the whole vocabulary (checked for every registered mechanism)."""
+    import warnings
+
+    from conftest import make_toy_embedding
+    from deniable.mechanisms import make_mechanism, mechanism_class
+    from deniable.mechanisms.registry import mechanism_names
+
+    emb = make_toy_embedding()
+    for name in mechanism_names():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            small = {"brr": {"bits": 64, "binarizer": "simhash"}, "custext": {"k": 3}, "custext_plus": {"k": 3}}
+            mech = make_mechanism(name, emb, 1.0, **small.get(name, {}))
+            bounds = [mech.guarantee(i, j) for i in range(emb.size) for j in range(emb.size) if i != j]
+        if not all(math.isfinite(b) for b in bounds):
+            assert mechanism_class(name).guarantee_form != "metric", name
