@@ -109,3 +109,65 @@ def test_cli_compare(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     assert "R = P_dA / P_dB" in out and "madlib epsilon 10 <-> brr epsilon" in out
     assert run_app(["compare", "-a", "madlib", "-b", "nope"]) == 2
     assert run_app(["compare", "-a", "madlib", "-b", "brr", "--pairs", "1"]) == 2
+
+
+def _not_metric() -> list[str]:
+    from deniable.mechanisms import mechanism_class
+    from deniable.mechanisms.registry import mechanism_names
+
+    return [m for m in mechanism_names() if mechanism_class(m).guarantee_form != "metric"]
+
+
+def test_every_mechanism_declares_the_form_of_its_guarantee() -> None:
+    from deniable.mechanisms import mechanism_class
+    from deniable.mechanisms.registry import mechanism_names
+
+    for name in mechanism_names():
+        form = mechanism_class(name).guarantee_form
+        assert isinstance(form, str) and form, name
+    assert {"custext", "custext_plus", "santext_plus"} <= set(_not_metric())
+    assert not {"madlib", "tem", "brr", "mahalanobis", "vickrey", "exponential", "santext"} & set(_not_metric())
+
+
+@pytest.mark.parametrize("name", _not_metric())
+def test_cli_compare_refuses_a_guarantee_that_is_not_eps_d(name: str, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from conftest import make_toy_embedding
+    from deniable.cli import run_app
+    from deniable.mechanisms import mechanism_class
+
+    make_toy_embedding().save(tmp_path / "toy")
+    for args in (["-a", "madlib", "-b", name], ["-a", name, "-b", "madlib"]):
+        code = run_app(["compare", *args, "--embedding", str(tmp_path / "toy"), "--pairs", "100"])
+        captured = capsys.readouterr()
+        assert code == 2
+        assert name in captured.err and "epsilon * d over the whole vocabulary" in captured.err
+        assert mechanism_class(name).guarantee_form.split(";")[0] in captured.err.replace("\n", " ")
+        assert "R = P_dA" not in captured.out
+
+
+def test_cli_compare_help_says_which_mechanisms_it_refuses(capsys) -> None:  # type: ignore[no-untyped-def]
+    from deniable.cli import run_app
+
+    assert run_app(["compare", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "refused with exit code 2" in text and "--results" in text
+
+
+def test_a_mechanism_with_an_unbounded_pair_does_not_claim_a_metric_guarantee() -> None:
+    """The capability must agree with ``guarantee``: an infinite bound for some pair of words means the
+    guarantee is not ``epsilon * d`` over the whole vocabulary (checked for every registered mechanism)."""
+    import warnings
+
+    from conftest import make_toy_embedding
+    from deniable.mechanisms import make_mechanism, mechanism_class
+    from deniable.mechanisms.registry import mechanism_names
+
+    emb = make_toy_embedding()
+    for name in mechanism_names():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            small = {"brr": {"bits": 64, "binarizer": "simhash"}, "custext": {"k": 3}, "custext_plus": {"k": 3}}
+            mech = make_mechanism(name, emb, 1.0, **small.get(name, {}))
+            bounds = [mech.guarantee(i, j) for i in range(emb.size) for j in range(emb.size) if i != j]
+        if not all(math.isfinite(b) for b in bounds):
+            assert mechanism_class(name).guarantee_form != "metric", name

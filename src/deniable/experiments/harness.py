@@ -37,7 +37,8 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,7 +61,10 @@ __all__ = [
     "EvaluationConfig",
     "EvaluationResult",
     "MechanismFactory",
+    "RegisteredMechanism",
     "mechanism_factories",
+    "mechanism_info",
+    "peak_rss",
     "run_evaluation",
     "summarize",
     "truncate_words",
@@ -78,17 +82,24 @@ def mechanism_factories(
     Any registered mechanism (:mod:`deniable.mechanisms.registry`); names and options are
     validated here, before anything is built.
     """
-    from ..mechanisms import make_mechanism, validate_options
+    from ..mechanisms import validate_options
 
-    out: dict[str, MechanismFactory] = {}
-    for name in names:
-        opts = validate_options(name, dict((options or {}).get(name, {})))
+    return {
+        name: RegisteredMechanism(name, validate_options(name, dict((options or {}).get(name, {})))) for name in names
+    }
 
-        def factory(emb: Embedding, eps: float, _n: str = name, _o: dict[str, Any] = opts) -> Mechanism:
-            return make_mechanism(_n, emb, eps, **_o)
 
-        out[name] = factory
-    return out
+@dataclass(frozen=True)
+class RegisteredMechanism:
+    """A :data:`MechanismFactory` for a registered mechanism with validated options (recorded in the results)."""
+
+    name: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __call__(self, embedding: Embedding, epsilon: float) -> Mechanism:
+        from ..mechanisms import make_mechanism
+
+        return make_mechanism(self.name, embedding, epsilon, **dict(self.options))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -190,24 +201,64 @@ class _Run:
             "changed_rate": math.nan,
             "oov_rate": math.nan,
             "privatize_seconds": math.nan,
+            "privatize_peak_mb": math.nan,
         }
         base.update(kw)
         self.rows.append(base)
 
     def privatize(
         self, privatizer: Privatizer, texts: Sequence[str], rng: np.random.Generator, what: str
-    ) -> tuple[list[str], PrivatizeStats, float]:
+    ) -> tuple[list[str], PrivatizeStats, float, float]:
+        """Privatized texts, their statistics, the seconds taken and the peak memory (MiB, see :func:`peak_rss`)."""
         out: list[str] = []
         stats = PrivatizeStats()
-        t0 = time.perf_counter()
         step = self.cfg.batch_texts
-        with self.report.bar(len(texts), what) as advance:
+        with peak_rss() as peak, self.report.bar(len(texts), what) as advance:
+            t0 = time.perf_counter()
             for i in range(0, len(texts), step):
                 part, st = privatizer.privatize_batch_with_stats(texts[i : i + step], rng)
                 out.extend(part)
                 stats += st
                 advance(len(part))
-        return out, stats, time.perf_counter() - t0
+            seconds = time.perf_counter() - t0
+        return out, stats, seconds, peak.mib
+
+
+class _Peak:
+    mib: float = math.nan
+
+
+def _status_kib(field_name: str) -> float:
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith(field_name + ":"):
+                    return float(line.split()[1])
+    except OSError:
+        pass
+    return math.nan
+
+
+@contextmanager
+def peak_rss() -> Iterator[_Peak]:
+    """Peak resident memory added by the block, in MiB (``.mib`` once it ends; NaN where not measurable).
+
+    Linux: the process's high-water mark (``VmHWM``) is reset through ``/proc/self/clear_refs``
+    before the block, and ``VmHWM - VmRSS(before)`` is read after it. It counts everything the
+    block touches: numpy buffers, artefacts built on first use (neighbour tables, output sets)
+    and pages of the memory-mapped embedding read for the first time. Elsewhere: NaN.
+    """
+    peak = _Peak()
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
+            fh.write("5")
+        before = _status_kib("VmRSS")
+    except OSError:
+        before = math.nan
+    try:
+        yield peak
+    finally:
+        peak.mib = max(0.0, (_status_kib("VmHWM") - before) / 1024.0) if not math.isnan(before) else math.nan
 
 
 def truncate_words(texts: Sequence[str], max_words: int) -> list[str]:
@@ -219,9 +270,10 @@ def truncate_words(texts: Sequence[str], max_words: int) -> list[str]:
     return out
 
 
-def _priv_fields(stats: PrivatizeStats, seconds: float) -> dict[str, Any]:
+def _priv_fields(stats: PrivatizeStats, seconds: float, peak_mib: float) -> dict[str, Any]:
     known = stats.tokens - stats.oov
     return {
+        "privatize_peak_mb": peak_mib,
         "tokens": stats.tokens,
         "changed_rate": stats.changed / known if known else math.nan,
         "oov_rate": stats.oov_rate,
@@ -290,10 +342,10 @@ def _classification(run: _Run) -> None:
                 common = {"mechanism": mech_name, "epsilon": eps, "repeat": r, "n_train": len(TR1), "n_test": len(TE1)}
                 prng = run.rng(r, 10 + j, ei)
                 if "train" in cfg.modes:
-                    texts, st, sec = run.privatize(
+                    texts, st, sec, mem = run.privatize(
                         privatizer, TR1.texts, prng, f"{mech_name} eps={eps:g} repeat {r + 1}: train"
                     )
-                    pf = _priv_fields(st, sec)
+                    pf = _priv_fields(st, sec, mem)
                     for mi, model in enumerate(cfg.models):
                         m = factory(model, run.seed_of(r, 1, mi))().fit(texts, TR1.labels)
                         run.row(
@@ -317,10 +369,10 @@ def _classification(run: _Run) -> None:
                                 **pf,
                             )
                 if "test" in cfg.modes:
-                    texts, st, sec = run.privatize(
+                    texts, st, sec, mem = run.privatize(
                         privatizer, TE1.texts, prng, f"{mech_name} eps={eps:g} repeat {r + 1}: test"
                     )
-                    pf = _priv_fields(st, sec)
+                    pf = _priv_fields(st, sec, mem)
                     for model in cfg.models:
                         run.row(
                             mode="test",
@@ -395,24 +447,24 @@ def _ranking(run: _Run) -> list[str]:
                 prng = run.rng(r, 10 + j, ei)
                 common = {"mechanism": mech_name, "epsilon": eps, **size}
                 if "train" in cfg.modes:
-                    texts, st, sec = run.privatize(
+                    texts, st, sec, mem = run.privatize(
                         privatizer, train_texts, prng, f"{mech_name} eps={eps:g} repeat {r + 1}: train"
                     )
                     ranker = TfidfRanker().fit(texts)
                     mp, mrr = score(ranker, clean_q, clean_a)
-                    pf = _priv_fields(st, sec)
+                    pf = _priv_fields(st, sec, mem)
                     run.row(mode="train", metric="map", value=mp, **common, **pf)
                     run.row(mode="train", metric="mrr", value=mrr, **common, **pf)
                 if "test" in cfg.modes:
                     keys = [("q", q) for q in used_q.tolist()] + [("a", a) for a in used_a.tolist()]
                     raw = [clean_q[i] if kind == "q" else clean_a[i] for kind, i in keys]
-                    texts, st, sec = run.privatize(
+                    texts, st, sec, mem = run.privatize(
                         privatizer, raw, prng, f"{mech_name} eps={eps:g} repeat {r + 1}: test"
                     )
                     pq = {i: t for (kind, i), t in zip(keys, texts, strict=True) if kind == "q"}
                     pa = {i: t for (kind, i), t in zip(keys, texts, strict=True) if kind == "a"}
                     mp, mrr = score(base, pq, pa)
-                    pf = _priv_fields(st, sec)
+                    pf = _priv_fields(st, sec, mem)
                     run.row(mode="test", metric="map", value=mp, **common, **pf)
                     run.row(mode="test", metric="mrr", value=mrr, **common, **pf)
     return notes
@@ -454,8 +506,24 @@ def run_evaluation(
         "membership": cfg.membership and task.kind == "classification",
         "oov": cfg.oov,
         "max_words": cfg.max_words,
+        "mechanism_info": {
+            name: mechanism_info(make(embedding, cfg.epsilons[0]), getattr(make, "options", None))
+            for name, make in cfg.mechanisms.items()
+        },
     }
     return _results(task.name, run.rows, settings=settings, notes=notes)
+
+
+def mechanism_info(mechanism: Mechanism, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What a results file records of a mechanism: its registry name, metric, the form of its guarantee
+    (:attr:`Mechanism.guarantee_form`) and the ``options`` it was made with (plain JSON values only),
+    enough for ``make_mechanism(name, embedding, epsilon, **options)`` to rebuild it."""
+    return {
+        "name": mechanism.name,
+        "metric": str(mechanism.metric),
+        "guarantee_form": type(mechanism).guarantee_form,
+        "options": {k: v for k, v in (options or {}).items() if v is None or isinstance(v, str | int | float | bool)},
+    }
 
 
 def _privatizer(mechanism: Any, oov: str) -> Privatizer:

@@ -15,7 +15,7 @@ import numpy as np
 
 from .results import Results, format_interval, write_files
 
-__all__ = ["markdown_table", "plot_metric", "write_results"]
+__all__ = ["markdown_table", "plot_metric", "read_results", "write_results"]
 
 _METRIC_LABEL = {"accuracy": "accuracy", "mia_auc": "MIA AUC", "map": "MAP", "mrr": "MRR"}
 _MODE_LABEL = {"train": "training time", "test": "test time", "clean": "clean"}
@@ -168,8 +168,9 @@ def _speed_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     tok = [r for r in rows if r["tokens"]]
     if not tok:
         return []
-    md = ["", "Privatization speed (tokens / s, all repeats):", ""]
-    md += ["| mechanism | ε | tokens | changed | OOV | tokens/s |", "|---|---|---|---|---|---|"]
+    md = ["", "Privatization speed (tokens / s, all repeats) and peak memory (the largest resident-memory", ""]
+    md[1] += " increase while one set was privatized, MiB; artefacts built on first use included):"
+    md += ["| mechanism | ε | tokens | changed | OOV | tokens/s | peak MiB |", "|---|---|---|---|---|---|---|"]
     seen: dict[tuple[str, float], list[Mapping[str, Any]]] = {}
     done: set[tuple[str, float, int, float]] = set()
     for r in tok:
@@ -183,5 +184,45 @@ def _speed_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         sec = sum(float(r["privatize_seconds"]) for r in rs)
         ch = float(np.mean([r["changed_rate"] for r in rs]))
         oov = float(np.mean([r["oov_rate"] for r in rs]))
-        md.append(f"| {mech} | {eps:g} | {n:,} | {ch:.1%} | {oov:.1%} | {n / sec if sec else math.nan:,.0f} |")
+        mem = [float(r.get("privatize_peak_mb", math.nan)) for r in rs]
+        peak = max((m for m in mem if not math.isnan(m)), default=math.nan)
+        speed = n / sec if sec else math.nan
+        md.append(f"| {mech} | {eps:g} | {n:,} | {ch:.1%} | {oov:.1%} | {speed:,.0f} | {peak:,.0f} |")
     return md
+
+
+_INT_COLUMNS = ("repeat", "n_train", "n_test", "tokens")
+_TEXT_COLUMNS = ("task", "model", "mechanism", "mode", "metric")
+
+
+def read_results(folder: str | Path) -> Results:
+    """The inverse of :func:`write_results`: the :class:`Results` of ``folder``'s ``runs.csv`` and ``settings.json``."""
+    import csv
+    import json
+
+    from .._errors import DataError
+    from .harness import _results
+
+    out = Path(folder)
+    runs, settings_file = out / "runs.csv", out / "settings.json"
+    if not runs.is_file() or not settings_file.is_file():
+        raise DataError(f"{out}: no runs.csv and settings.json of `deniable evaluate` there")
+    rows: list[dict[str, Any]] = []
+    with open(runs, newline="", encoding="utf-8") as fh:
+        for i, raw in enumerate(csv.DictReader(fh), start=2):
+            row: dict[str, Any] = {}
+            try:
+                for k, v in raw.items():
+                    if k in _TEXT_COLUMNS:
+                        row[k] = v
+                    elif k in _INT_COLUMNS:
+                        row[k] = int(v) if v else 0
+                    else:
+                        row[k] = float(v) if v else math.nan
+            except ValueError:
+                raise DataError(f"{runs}: line {i}, column {k!r} is not a number") from None
+            rows.append(row)
+    settings = json.loads(settings_file.read_text(encoding="utf-8"))
+    notes = list(settings.pop("notes", []) or [])
+    settings.pop("command", None)
+    return _results(str(settings.get("task", "")), rows, settings=settings, notes=notes)

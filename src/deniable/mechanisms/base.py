@@ -46,6 +46,11 @@ class Mechanism(abc.ABC):
     #: (:meth:`distribution`). Sampling tests, calibration and ``explain`` dispatch on it.
     has_distribution: ClassVar[bool] = False
 
+    #: Capability: the form of the guarantee. ``"metric"``: ``epsilon * d(w, w')`` for every pair of
+    #: vocabulary words in :attr:`metric` (seed 001's privacy ratio applies). Anything else is one
+    #: sentence saying how it differs (``deniable compare`` refuses such mechanisms and prints it).
+    guarantee_form: ClassVar[str] = "metric"
+
     #: The options the constructor takes besides ``embedding`` and ``epsilon``, declared once:
     #: the registry validates them, the CLI makes flags of them, the service a request schema.
     options: ClassVar[tuple[Option, ...]] = ()

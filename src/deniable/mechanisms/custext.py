@@ -107,6 +107,7 @@ class CusText(Mechanism):
     name: ClassVar[str] = "custext"
     metric: ClassVar[str] = "output-set"  # type: ignore[misc]
     has_distribution: ClassVar[bool] = True
+    guarantee_form: ClassVar[str] = "epsilon-DP only within each customized output set; no bound across sets"
     #: release stopwords unchanged (CusText+)
     keep_stopwords: ClassVar[bool] = False
 
@@ -233,4 +234,5 @@ class CusTextPlus(CusText):
     """CusText+: CusText that releases stopwords (scikit-learn's English list) unchanged."""
 
     name: ClassVar[str] = "custext_plus"
+    guarantee_form: ClassVar[str] = CusText.guarantee_form + "; stopwords are released unchanged"
     keep_stopwords: ClassVar[bool] = True

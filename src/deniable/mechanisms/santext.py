@@ -88,6 +88,7 @@ class SanTextPlus(ExponentialMechanism):
     """
 
     name: ClassVar[str] = "santext_plus"
+    guarantee_form: ClassVar[str] = "only sensitive words are protected; others are kept with probability 1 - p"
 
     sensitive_fraction: float = 0.9
     p: float = 0.3
