@@ -260,7 +260,7 @@ class TruncatedGumbel(Mechanism):
     name: ClassVar[str] = "truncated_gumbel"
     has_distribution: ClassVar[bool] = True
     #: Capability: whether the mechanism satisfies the ``epsilon * d`` bound it is named for.
-    metric_dp: ClassVar[bool] = False
+    guarantee_form: ClassVar[str] = "not metric DP for any epsilon: the claimed epsilon * d bound does not hold"
     metric: ClassVar[str] = "euclidean"  # type: ignore[misc]
 
     embedding: Embedding
