@@ -5,6 +5,9 @@ import numpy.typing as npt
 
 from ._base import check_queries
 
+#: Up to this many neighbours a block is searched by repeated argmin instead of argpartition.
+_SMALL_K = 4
+
 
 class ExactIndex:
     """Exact L2 search by blocked matrix products in numpy.
@@ -66,6 +69,21 @@ class ExactIndex:
                 best_i[better, 0] = j[better] + v0
                 continue
             kk = min(k, dist.shape[1])
+            if kk <= _SMALL_K:
+                # a few argmin passes (each masks its winner) beat argpartition of the block
+                part = np.empty((nq, kk), dtype=np.int64)
+                block_d = np.empty((nq, kk), dtype=np.float32)
+                for c in range(kk):
+                    j = np.argmin(dist, axis=1)
+                    part[:, c] = j
+                    block_d[:, c] = dist[flat, j]
+                    dist[flat, j] = np.inf
+                cand_d = np.concatenate([best_d, block_d], axis=1)
+                cand_i = np.concatenate([best_i, part + v0], axis=1)
+                sel = np.argpartition(cand_d, k - 1, axis=1)[:, :k]
+                best_d = cand_d[rows, sel]
+                best_i = cand_i[rows, sel]
+                continue
             part = np.argpartition(dist, kk - 1, axis=1)[:, :kk]
             cand_d = np.concatenate([best_d, dist[rows, part]], axis=1)
             cand_i = np.concatenate([best_i, part + v0], axis=1)
