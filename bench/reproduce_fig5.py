@@ -81,7 +81,13 @@ def _cell(r: dict[str, str] | None) -> str:
         return ""
     if r["ci_low"] == "":
         return f"{float(r['mean']):.3f}"
-    return f"{float(r['mean']):.3f} [{float(r['ci_low']):.3f}, {float(r['ci_high']):.3f}]"
+    lo, hi = _clip(r["ci_low"]), _clip(r["ci_high"])
+    return f"{float(r['mean']):.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def _clip(v: str) -> float:
+    """A t-interval end of a metric in [0, 1] (accuracy, MAP, MRR), clipped as the harness's tables are."""
+    return min(1.0, max(0.0, float(v)))
 
 
 def summarise(args: argparse.Namespace, root: Path, dest: Path) -> None:
@@ -93,17 +99,20 @@ def summarise(args: argparse.Namespace, root: Path, dest: Path) -> None:
     for task in args.tasks:
         metrics = TASKS[task][0]
         rows: dict[str, list[dict[str, str]]] = {}
+        folders: dict[str, list[Path]] = {}
         for mech in args.mechanisms:
-            path = root / f"{task}-{mech}" / "results.csv"
-            if path.is_file():
-                rows[mech] = _read(path)
-                for r in rows[mech]:
-                    combined.append({"task": task, **r})
+            # the main run and any extension of its grid (--tag), in the order they were made
+            found = sorted(root.glob(f"{task}-{mech}/results.csv")) + sorted(root.glob(f"{task}-{mech}+*/results.csv"))
+            for k, path in enumerate(found):
+                got = [r for r in _read(path) if k == 0 or r["mode"] != "clean"]  # one clean baseline (same seed)
+                rows.setdefault(mech, []).extend(got)
+                folders.setdefault(mech, []).append(path.parent)
+                combined.extend({"task": task, **r} for r in got)
         if not rows:
             continue
         first = next(iter(rows.values()))
         models = list(dict.fromkeys(r["model"] for r in first))
-        cmd = [(root / f"{task}-{m}" / "results.md").read_text(encoding="utf-8").split("```")[1].strip() for m in rows]
+        cmd = [(f / "results.md").read_text(encoding="utf-8").split("```")[1].strip() for m in rows for f in folders[m]]
         md += [f"## {task}", "", "```", *cmd, "```", ""]
 
         def pick(rs: list[dict[str, str]], model: str, metric: str, mode: str) -> list[dict[str, str]]:
@@ -115,7 +124,7 @@ def summarise(args: argparse.Namespace, root: Path, dest: Path) -> None:
                 header = ["ε (madlib, TEM)", "ε (BRR)"] + [f"{m} {mode}" for m in rows for mode in MODES]
                 md += [f"**{model}, {metric}** (mean [95% CI] over {clean['n']} repeats); clean: {_cell(clean)}", ""]
                 md += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-                for e in args.eps:
+                for e in args.table_eps:
                     cells = [f"{e:g}", f"{e * args.brr_ratio:.4g}"]
                     for m, rs in rows.items():
                         want = _grid(m, [e], args.brr_ratio)[0]
@@ -134,8 +143,8 @@ def summarise(args: argparse.Namespace, root: Path, dest: Path) -> None:
             clean = pick(first, model, metric, "clean")[0]
             for ci, mode in enumerate(MODES):
                 ax = axes[mi][ci]
-                c_lo = float(clean["ci_low"] or clean["mean"])
-                c_hi = float(clean["ci_high"] or clean["mean"])
+                c_lo = _clip(clean["ci_low"] or clean["mean"])
+                c_hi = _clip(clean["ci_high"] or clean["mean"])
                 ax.axhline(float(clean["mean"]), color="black", lw=1.2, label="clean")
                 ax.axhspan(c_lo, c_hi, color="black", alpha=0.08)
                 for m, rs in rows.items():
@@ -146,8 +155,8 @@ def summarise(args: argparse.Namespace, root: Path, dest: Path) -> None:
                     )  # fmt: skip
                     xs = [x for x, _ in pts]
                     ys = [float(r["mean"]) for _, r in pts]
-                    lo = [float(r["ci_low"] or r["mean"]) for _, r in pts]
-                    hi = [float(r["ci_high"] or r["mean"]) for _, r in pts]
+                    lo = [_clip(r["ci_low"] or r["mean"]) for _, r in pts]
+                    hi = [_clip(r["ci_high"] or r["mean"]) for _, r in pts]
                     label = f"brr (ε x {args.brr_ratio:g})" if m == "brr" else m
                     ax.plot(xs, ys, marker="o", color=COLOURS.get(m), label=label)
                     ax.fill_between(xs, lo, hi, color=COLOURS.get(m), alpha=0.15)
@@ -161,9 +170,9 @@ def summarise(args: argparse.Namespace, root: Path, dest: Path) -> None:
         md += [f"![{task}](fig5-{task}.png)", ""]
         speeds = []
         for m in rows:
-            text = (root / f"{task}-{m}" / "results.md").read_text(encoding="utf-8")
-            part = text.split("Privatization speed", 1)[-1].splitlines()
-            speeds += [line for line in part if line.startswith(f"| {m} |")]
+            for f in folders[m]:
+                part = (f / "results.md").read_text(encoding="utf-8").split("Privatization speed", 1)[-1].splitlines()
+                speeds += [line for line in part if line.startswith(f"| {m} |")]
         md += ["Privatization (all repeats, both modes):", "", "| mechanism | ε | tokens | changed | OOV | tokens/s |",
                "|---|---|---|---|---|---|", *speeds, ""]  # fmt: skip
     dest.mkdir(parents=True, exist_ok=True)
@@ -193,16 +202,19 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--docs", default=str(FIGURES), help="where the tables and plots go")
     ap.add_argument("--plot-only", action="store_true")
+    ap.add_argument("--tag", default="", help="extend finished runs: run --epsilon into <task>-<mech>+TAG folders")
+    ap.add_argument("--table-epsilon", default=None, help="the grid of the tables (default --epsilon)")
     args = ap.parse_args()
     args.tasks = [t for t in args.tasks.split(",") if t]
     args.mechanisms = [m for m in args.mechanisms.split(",") if m]
     args.eps = [float(e) for e in args.epsilon.split(",")]
     args.models = [m for m in args.models.split(",") if m]
+    args.table_eps = [float(e) for e in (args.table_epsilon or args.epsilon).split(",")]
     root = Path(args.out)
     if not args.plot_only:
         for task in args.tasks:
             for mech in args.mechanisms:
-                out = root / f"{task}-{mech}"
+                out = root / f"{task}-{mech}{'+' + args.tag if args.tag else ''}"
                 if (out / "results.csv").is_file():
                     print(f"{task} {mech}: done already ({out})", flush=True)
                     continue
