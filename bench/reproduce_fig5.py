@@ -100,7 +100,7 @@ def summarise(args: argparse.Namespace, root: Path, dest: Path) -> None:
         metrics = TASKS[task][0]
         rows: dict[str, list[dict[str, str]]] = {}
         folders: dict[str, list[Path]] = {}
-        for mech in args.mechanisms:
+        for mech in MECH_ARGS:  # every mechanism with finished runs, whatever --mechanisms ran now
             # the main run and any extension of its grid (--tag), in the order they were made
             found = sorted(root.glob(f"{task}-{mech}/results.csv")) + sorted(root.glob(f"{task}-{mech}+*/results.csv"))
             for k, path in enumerate(found):
