@@ -176,7 +176,15 @@ def evaluate_cmd(
         int | None,
         typer.Option("--max-words", help="Cut every text after its first N words (both sides), to save time."),
     ] = None,
-    oov: Annotated[str, typer.Option("--oov", help="Out-of-vocabulary words: keep, drop or random.")] = "keep",
+    oov: Annotated[
+        str,
+        typer.Option(
+            "--oov",
+            help="Out-of-vocabulary words: random (default, as privatize: each becomes a uniformly random "
+            "vocabulary word), drop, or keep (NOT private: they pass verbatim and leak, e.g. users in "
+            "--attack user-audit; only to measure that leak).",
+        ),
+    ] = "random",
     attack: Annotated[
         str,
         typer.Option(

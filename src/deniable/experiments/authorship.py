@@ -67,7 +67,7 @@ def authorship_attack(
     model: str = "tfidf",
     test_fraction: float = 0.5,
     max_words: int | None = None,
-    oov: str = "keep",
+    oov: str = "random",
     utility: bool = True,
     random_state: int | np.random.Generator | None = None,
     show_progress: bool | None = None,

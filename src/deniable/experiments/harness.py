@@ -115,7 +115,7 @@ class EvaluationConfig(ExperimentConfig):
     test_size: int | None = None
     membership: bool = True
     label_feature: bool = False
-    oov: str = "keep"
+    oov: str = "random"
     negatives: int = 49
     max_words: int | None = None
     batch_texts: int = 200
@@ -527,7 +527,8 @@ def mechanism_info(mechanism: Mechanism, options: Mapping[str, Any] | None = Non
 
 
 def _privatizer(mechanism: Any, oov: str) -> Privatizer:
-    """An experiment's Privatizer: ``oov="keep"`` is a measured setting here, not a release, so no warning."""
+    """An experiment's Privatizer. The default ``oov="random"`` is the library's; ``oov="keep"`` (not private:
+    out-of-vocabulary words pass verbatim) is an explicit measured setting here, not a release, so no warning."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NotPrivateWarning)
         return Privatizer(mechanism, oov=oov)
