@@ -40,7 +40,7 @@ def main() -> int:
     ap.add_argument("--max-words", default="100")
     ap.add_argument("--repeats", default="3")
     ap.add_argument("--model", default="fasttext,tfidf")
-    ap.add_argument("--oov", default="random", help="random (default, as evaluate), keep (not protected: measures the leak) or drop")
+    ap.add_argument("--oov", default="random", help="random (default), keep (NOT private: measures the leak) or drop")
     ap.add_argument("--seed", default="0")
     ap.add_argument("--index", default="hnsw", help="madlib decode (hnsw: ~3x faster than exact)")
     ap.add_argument("--out", default=None, help="results folder (default: a temporary one)")
