@@ -63,9 +63,13 @@ def test_stale_partial_files_of_the_same_output_are_removed(tmp_path: Path) -> N
 
 
 _KILLED = """
-import sys, time
+import signal, sys, time
 from pathlib import Path
 from deniable.io import transform_file
+
+# a shell's background job starts with SIGINT ignored, and Python keeps that; the test is
+# about what a run does when interrupted, so give the child the interactive default
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 def slow(texts):
     Path(sys.argv[3]).write_text("started")
