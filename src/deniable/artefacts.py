@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import threading
 import time
 import uuid
@@ -47,6 +48,7 @@ __all__ = [
     "build_artefact",
     "legacy_tem_folders",
     "list_artefacts",
+    "obtain_artefact",
     "open_artefact",
     "planned_artefacts",
     "prepare",
@@ -183,6 +185,30 @@ def open_artefact(embedding: Vocabulary, kind: str, params: dict[str, Any]) -> A
     except ArtefactError as exc:
         raise ArtefactError(str(exc) + _damaged_hint(kind)) from None
     return _info(path, manifest)
+
+
+def obtain_artefact(
+    embedding: Vocabulary,
+    kind: str,
+    params: dict[str, Any],
+    *,
+    notice: str | None = None,
+    builder: CallBuilder | None = None,
+) -> ArtefactInfo:
+    """The verified artefact, built now (once, under its lock) when it is missing or damaged.
+
+    ``notice`` (one line) goes to stderr before a build and never when the artefact is
+    already prepared; ``builder`` as for :func:`build_artefact`.
+    """
+    try:
+        info = open_artefact(embedding, kind, params)
+    except ArtefactError:
+        info = None  # damaged: rebuilt below
+    if info is not None:
+        return info
+    if notice:
+        print(notice, file=sys.stderr, flush=True)
+    return build_artefact(embedding, kind, params, builder=builder)
 
 
 def build_artefact(

@@ -22,7 +22,6 @@ layout: the results of query ``i`` are ``D[lims[i]:lims[i+1]]``, distances ``< r
 from __future__ import annotations
 
 import hashlib
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
@@ -246,30 +245,22 @@ class BinaryHNSWIndex(_FaissBinaryWrapper):
         """
         import faiss
 
-        from ..artefacts import ArtefactError, build_artefact, open_artefact
+        from ..artefacts import obtain_artefact
 
         arr = _packed(codes)
         if owner is None:
             return cls.build(arr, m=m, ef_construction=ef_construction, ef_search=ef_search)
         key = {"sha256": codes_digest(arr)} if codes_key is None else codes_key
         params = binary_hnsw_params(key, m, ef_construction)
-        try:
-            info = open_artefact(owner, BINARY_HNSW_KIND, params)
-        except ArtefactError:
-            info = None  # damaged: rebuilt below
-        if info is None:
-            if notice:
-                print(
-                    f"deniable: building the binary HNSW index of {arr.shape[0]:,} distinct {arr.shape[1] * 8}-bit "
-                    "codes (once, then kept as a prepared artefact)",
-                    file=sys.stderr,
-                    flush=True,
-                )
 
-            def write(folder: Path, show_progress: bool | None) -> None:
-                _write_binary_hnsw(arr, folder, m, ef_construction, show_progress)
+        def write(folder: Path, show_progress: bool | None) -> None:
+            _write_binary_hnsw(arr, folder, m, ef_construction, show_progress)
 
-            info = build_artefact(owner, BINARY_HNSW_KIND, params, builder=write)
+        message = (
+            f"deniable: building the binary HNSW index of {arr.shape[0]:,} distinct {arr.shape[1] * 8}-bit "
+            "codes (once, then kept as a prepared artefact)"
+        )
+        info = obtain_artefact(owner, BINARY_HNSW_KIND, params, notice=message if notice else None, builder=write)
         index = faiss.read_index_binary(str(info.file(BINARY_HNSW_FILE)), read_flags())
         return _check_code_index(cls(index, ef_search), arr)
 

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -116,22 +115,17 @@ class HNSWIndex(_FaissWrapper):
         """
         import faiss
 
-        from ..artefacts import ArtefactError, build_artefact, open_artefact
+        from ..artefacts import obtain_artefact
 
-        params = hnsw_artefact_params(m, ef_construction)
-        try:
-            info = open_artefact(embedding, HNSW_KIND, params)
-        except ArtefactError:
-            info = None  # damaged: rebuilt below
-        if info is None:
-            if notice:
-                print(
-                    f"deniable: building the HNSW index of this embedding ({embedding.size:,} words; once, "
-                    "then kept as a prepared artefact)",
-                    file=sys.stderr,
-                    flush=True,
-                )
-            info = build_artefact(embedding, HNSW_KIND, params)
+        info = obtain_artefact(
+            embedding,
+            HNSW_KIND,
+            hnsw_artefact_params(m, ef_construction),
+            notice=f"deniable: building the HNSW index of this embedding ({embedding.size:,} words; once, "
+            "then kept as a prepared artefact)"
+            if notice
+            else None,
+        )
         idx = cls(faiss.read_index(str(info.file(HNSW_FILE)), read_flags()), ef_search)
         check_index(idx, embedding.size, embedding.dim)
         return idx

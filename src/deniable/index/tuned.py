@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -139,7 +138,7 @@ def tuned_index(
     build). A choice not yet prepared is made now, once, with one notice on stderr
     (unless ``notice=False``) and a progress bar on a terminal.
     """
-    from ..artefacts import ArtefactError, build_artefact, open_artefact
+    from ..artefacts import obtain_artefact
 
     if decoded_exactly(embedding.size, min_size):
         return TunedChoice(ExactIndex(embedding.vectors), "exact", None)
@@ -149,25 +148,18 @@ def tuned_index(
     known = _measured_exact(embedding, params)
     if known is not None:
         return TunedChoice(ExactIndex(embedding.vectors), known, None)
-    try:
-        info = open_artefact(embedding, DECODE_CHOICE_KIND, params)
-    except ArtefactError:
-        info = None  # damaged: made again below
-    if info is None:
-        if notice:
-            print(
-                f"deniable: choosing the default decode for {key} on this embedding ({embedding.size:,} words): "
-                f"checking the HNSW index (built first if needed) against exact search on {samples:,} public "
-                "random words (once, then kept as a prepared artefact)",
-                file=sys.stderr,
-                flush=True,
-            )
 
-        def write(folder: Path, show_progress: bool | None) -> None:
-            _write_choice(embedding, make_queries, params, folder, show_progress)
-
-        info = build_artefact(embedding, DECODE_CHOICE_KIND, params, builder=write)
+    def write(folder: Path, show_progress: bool | None) -> None:
+        _write_choice(embedding, make_queries, params, folder, show_progress)
+        nonlocal notice
         notice = False  # said once; the HNSW index was built (or found) with the choice
+
+    message = (
+        f"deniable: choosing the default decode for {key} on this embedding ({embedding.size:,} words): "
+        f"checking the HNSW index (built first if needed) against exact search on {samples:,} public "
+        "random words (once, then kept as a prepared artefact)"
+    )
+    info = obtain_artefact(embedding, DECODE_CHOICE_KIND, params, notice=message if notice else None, builder=write)
     ef, agree = _read_choice(info.file(CHOICE_FILE))
     return _make_choice(embedding, ef, agree, params["hnsw"], notice)
 
