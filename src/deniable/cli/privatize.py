@@ -271,7 +271,7 @@ def _spark(
 
 def _prepared(mech: Any) -> bool:
     """Whether the prepared artefacts that speed ``mech`` up are in place (TEM's k-NN tables)."""
-    from ..artefacts import open_artefact
+    from ..artefacts import ArtefactError, open_artefact
     from ..mechanisms.tem import TruncatedExponential
 
     if not isinstance(mech, TruncatedExponential):
@@ -279,5 +279,5 @@ def _prepared(mech: Any) -> bool:
     planned = TruncatedExponential.prepared_artefacts(mech.embedding, {"metric": mech.metric})
     try:
         return all(open_artefact(mech.embedding, kind, params) is not None for kind, params in planned)
-    except Exception:  # a damaged artefact was already reported by the mechanism
+    except ArtefactError:  # damaged: the run already failed with the error and how to rebuild
         return True
