@@ -24,9 +24,13 @@ cell, when it is installed (a benchmark environment only)::
 
 Usage::
 
-    deniable prepare -m tem          # once (about 3-4 minutes for the default 336k words)
+    deniable prepare -m tem -e 2,3,5,10,20   # once (about 4 minutes for the default 336k words)
     python bench/bench_tem_warm.py [--epsilons 2,3,5,10,20] [--tokens 1000000]
-                                   [--first 10000] [--rounds 3]
+                                   [--first 10000] [--rounds 3] [--modes prepared,tables]
+
+Two modes per epsilon: "prepared" (the k-NN tables and the envelope totals at that
+epsilon, ``deniable prepare -m tem -e EPS``) and "tables" (the k-NN tables only: the
+totals are then memoized per process as words are met).
 
 It refuses to run without the prepared tables (building them inside would time the
 build, which ``deniable prepare`` reports itself).
@@ -48,8 +52,13 @@ import numpy as np  # noqa: E402
 from _common import corpus_ids, load_average, mldp_mechanism, peak_rss_mb, pin_threads, summarise, table  # noqa: E402
 
 
-def child(eps: float, n_tokens: int, first: int) -> dict[str, float]:
-    """One fresh-process measurement (run with ``--child``)."""
+def child(eps: float, n_tokens: int, first: int, mode: str) -> dict[str, float]:
+    """One fresh-process measurement (run with ``--child``).
+
+    ``mode`` "prepared": the k-NN tables and the envelope totals at ``eps`` are prepared
+    (``deniable prepare -m tem -e EPS``); "tables": the k-NN tables only, the totals are
+    memoized per process as words are met (``deniable prepare -m tem``).
+    """
     t_start = time.perf_counter()
     limiter = pin_threads(1)
     import deniable
@@ -58,9 +67,11 @@ def child(eps: float, n_tokens: int, first: int) -> dict[str, float]:
 
     emb = deniable.load_embedding()
     ids, _ = corpus_ids(emb, n_tokens)
-    planned = TruncatedExponential.prepared_artefacts(emb, {"metric": "euclidean"})
+    planned = TruncatedExponential.prepared_artefacts(emb, {"metric": "euclidean", "epsilon": eps})
     if any(open_artefact(emb, kind, params) is None for kind, params in planned):
-        raise SystemExit("the TEM tables are not prepared: run `deniable prepare -m tem` first")
+        raise SystemExit(f"the TEM artefacts are not prepared: run `deniable prepare -m tem -e {eps:g}` first")
+    if mode == "tables":  # look the totals up under parameters nobody prepared: the memo serves them
+        TruncatedExponential._totals_params = lambda self: {"not": "prepared"}  # type: ignore[method-assign]
     t_open = time.perf_counter()
     mech = TruncatedExponential(emb, eps)
     rng = deniable.secure_generator()
@@ -131,36 +142,43 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=1_000_000)
     ap.add_argument("--first", type=int, default=10_000, help="tokens in the first batch")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--modes", default="prepared,tables", help="prepared (tables + totals) and/or tables")
+    ap.add_argument("--mode", default="prepared", help=argparse.SUPPRESS)
     ap.add_argument("--mldp-tokens", type=int, default=10, help="tokens per MLDP round (0: skip MLDP)")
     ap.add_argument("--mldp-timeout", type=float, default=120.0, help="seconds per MLDP round")
     ap.add_argument("--child", type=float, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--mldp-child", type=float, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child is not None:
-        print(json.dumps(child(args.child, args.tokens, args.first)))
+        print(json.dumps(child(args.child, args.tokens, args.first, args.mode)))
         return
     if args.mldp_child is not None:
         mldp_child(args.mldp_child, args.mldp_tokens)
         return
     epsilons = [float(e) for e in args.epsilons.split(",")]
-    runs: dict[float, list[dict[str, float]]] = {e: [] for e in epsilons}
+    modes = [m for m in args.modes.split(",") if m]
+    cells = [(e, m) for e in epsilons for m in modes]
+    runs: dict[tuple[float, str], list[dict[str, float]]] = {c: [] for c in cells}
     loads = [load_average()]
     for _ in range(args.rounds):
-        for eps in epsilons:
-            cmd = [sys.executable, __file__, "--child", str(eps)]
+        for eps, mode in cells:
+            cmd = [sys.executable, __file__, "--child", str(eps), "--mode", mode]
             cmd += ["--tokens", str(args.tokens), "--first", str(args.first)]
             out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
             run = json.loads(out.strip().splitlines()[-1])
-            if args.mldp_tokens:
+            if args.mldp_tokens and mode == modes[0]:
                 run.update(mldp_rate(eps, args))
-            runs[eps].append(run)
+            elif runs[(eps, modes[0])]:  # MLDP once per epsilon and round
+                run.update({k: v for k, v in runs[(eps, modes[0])][-1].items() if k.startswith("MLDP")})
+            runs[(eps, mode)].append(run)
         loads.append(load_average())
     rows = []
-    for eps in epsilons:
-        rs = runs[eps]
+    for eps, mode in cells:
+        rs = runs[(eps, mode)]
         rows.append(
             {
                 "eps": eps,
+                "prepared": "tables + totals" if mode == "prepared" else "tables (totals memoized)",
                 "first batch tok/s": summarise([r["first batch tok/s"] for r in rs]),
                 "rest tok/s": summarise([r["rest tok/s"] for r in rs]),
                 "TEM / reference": summarise([r["rest tok/s"] / r["reference draws/s"] for r in rs]),

@@ -68,8 +68,9 @@ def prepare_cmd(
         typer.Option(
             "--epsilon",
             "-e",
-            help="madlib (index auto): also record the default decode's choice at this epsilon "
-            "(repeatable, or a comma-separated list).",
+            help="madlib (index auto): also record the default decode's choice at this epsilon; tem: also "
+            "the envelope totals at this epsilon (most tokens then cost one lookup). Repeatable, or a "
+            "comma-separated list.",
         ),
     ] = None,
     list_: Annotated[

@@ -30,7 +30,11 @@ word of a batch one of three exact samplers is used:
 
 The k-NN envelope tables of the whole vocabulary can be prepared once
 (:func:`deniable.prepare`, ``deniable prepare --mechanism tem``): they depend on
-the embedding and the metric only, are memory-mapped, and are used automatically.
+the embedding and the metric only, are memory-mapped, and are used automatically
+(the k-NN envelope sampler). With them, every token first tries "self first": its word's
+weight in the envelope is exactly 1, so ``u ~ U[0, total)`` below 1 returns the word from
+the envelope total alone (prepared per epsilon with ``deniable prepare -m tem -e EPS``,
+else memoized per process); the other tokens continue that same attempt.
 ``history_free=True`` (for long-lived services) keeps no per-word state between calls.
 
 Every probability is computed from :meth:`Geometry.exact` (float64 distances by
@@ -44,6 +48,7 @@ import math
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -55,7 +60,7 @@ from .._validation import check_epsilon, check_int, check_positive, check_probab
 from ..embedding import Embedding, Vocabulary
 from ..metrics import check_metric
 from ._tem_geometry import TEM_METRICS, Geometry, TemDistributions, tem_distributions
-from ._tem_store import KNN_KIND, PreparedKnn, Table, TableStore, knn_entry
+from ._tem_store import KNN_KIND, PreparedKnn, Table, TableStore, _touch_pages, knn_entry
 from .base import Mechanism
 from .registry import Option
 
@@ -99,6 +104,8 @@ _TABLE_MIN = 1024
 _TABLE_AMORTISE = 4.0
 #: Proposals evaluated at once by the k-NN envelope sampler (bounds its scratch memory).
 _KNN_CHUNK = 1 << 13
+#: Words whose envelope totals are computed at once (bounds scratch memory: ~2 KB a word).
+_TOTALS_BLOCK = 1 << 14
 
 
 def knn_artefact_params(embedding: Embedding, metric: str) -> dict[str, object]:
@@ -106,13 +113,65 @@ def knn_artefact_params(embedding: Embedding, metric: str) -> dict[str, object]:
     return {"metric": metric, "k": min(_KNN_K, embedding.size), "sketch": _KNN_SKETCH, "format": 1}
 
 
+#: The artefact kind of the envelope totals at one epsilon (deniable.artefacts).
+TOTALS_KIND = "tem-totals"
+
+
+def totals_artefact_params(embedding: Embedding, metric: str, epsilon: float, gamma: float) -> dict[str, object]:
+    """Parameters of the prepared envelope totals of every word at ``epsilon`` and ``gamma``."""
+    return {
+        "knn": knn_artefact_params(embedding, metric),
+        "epsilon": float(epsilon),
+        "gamma": float(gamma),
+        "usable": [_KNN_MAX_RATIO, _KNN_MAX_EST],
+        "format": 1,
+    }
+
+
+def build_totals_artefact(
+    embedding: Vocabulary, params: dict[str, Any], folder: Path, show_progress: bool | None
+) -> None:
+    """Write ``totals.npy``: every word's k-NN envelope total at one epsilon and gamma.
+
+    ``totals[w]`` is the mass ``E's weights + V * envelope`` that the k-NN envelope sampler
+    draws ``u`` against, or 0.0 where that sampler is not used for ``w`` (an expensive
+    envelope). It is computed by the same code as the sampler's own arrays, from the
+    prepared k-NN tables (built first if missing): a function of the embedding, the metric,
+    epsilon and gamma only.
+    """
+    from ..artefacts import build_artefact
+
+    if not isinstance(embedding, Embedding):
+        raise Embedding.type_error(embedding)
+    knn_params = dict(params["knn"])
+    metric = str(knn_params["metric"])
+    mech = TruncatedExponential(embedding, float(params["epsilon"]), metric=metric, gamma=float(params["gamma"]))
+    info = build_artefact(embedding, KNN_KIND, knn_params, show_progress=show_progress)
+    knn = PreparedKnn(info.path, int(knn_params["k"]))
+    v = embedding.size
+    totals = np.empty(v, dtype=np.float64)
+    what = f"TEM: envelope totals of {v:,} words (eps {mech.epsilon:g})"
+    with progress(v, what, enabled=show_progress) as advance:
+        for s in range(0, v, _TOTALS_BLOCK):
+            words = np.arange(s, min(v, s + _TOTALS_BLOCK), dtype=np.int64)
+            totals[words] = mech._envelope_totals(words, knn.rows(words))
+            advance(words.size)
+    np.save(folder / "totals.npy", totals, allow_pickle=False)
+
+
 class _Prepared:
-    """The prepared k-NN tables, looked up once per mechanism (thread-safe)."""
+    """The prepared k-NN tables (and envelope totals), looked up once per mechanism (thread-safe).
+
+    ``memo``: envelope totals of the words met so far in this process, when no totals are
+    prepared (not history-free: it is per-word state); NaN where not computed yet.
+    """
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.loaded = False
         self.knn: PreparedKnn | None = None
+        self.totals: npt.NDArray[np.float64] | None = None
+        self.memo: npt.NDArray[np.float64] | None = None
 
 
 def theorem3_gamma(epsilon: float, beta: float, vocab_size: int) -> float:
@@ -304,7 +363,14 @@ class TruncatedExponential(Mechanism):
         if not isinstance(embedding, Embedding):
             raise Embedding.type_error(embedding)
         metric = options.get("metric") or "euclidean"
-        return [(KNN_KIND, knn_artefact_params(embedding, metric))]
+        out: list[tuple[str, dict[str, Any]]] = [(KNN_KIND, knn_artefact_params(embedding, metric))]
+        epsilons = options.get("epsilon")
+        if epsilons is not None:
+            given = {name: options[name] for name in ("gamma", "beta") if options.get(name) is not None}
+            for eps in [epsilons] if isinstance(epsilons, int | float) else list(epsilons):
+                mech = cls(embedding, eps, metric=metric, cache=False, **given)
+                out.append((TOTALS_KIND, mech._totals_params()))
+        return out
 
     def __post_init__(self) -> None:
         if not isinstance(self.embedding, Embedding):
@@ -400,8 +466,57 @@ class TruncatedExponential(Mechanism):
                 info = open_artefact(self.embedding, KNN_KIND, knn_artefact_params(self.embedding, self.metric))
                 if info is not None:
                     holder.knn = PreparedKnn(info.path, self._k, prefault=self.history_free)
+                    totals = open_artefact(self.embedding, TOTALS_KIND, self._totals_params())
+                    if totals is not None:
+                        holder.totals = np.asarray(np.load(totals.file("totals.npy"), mmap_mode="r"))
+                        if self.history_free:
+                            _touch_pages(holder.totals)
                 holder.loaded = True
         return holder.knn
+
+    def _totals_params(self) -> dict[str, object]:
+        return totals_artefact_params(self.embedding, self.metric, self.epsilon, self._gamma)
+
+    def _envelope_totals(self, words: npt.NDArray[np.int64], entries: Table) -> npt.NDArray[np.float64]:
+        """The k-NN envelope's total mass of each word, 0.0 where the self-first sampler does not apply.
+
+        It applies when the word's envelope is usable (the same test as :meth:`_sample_knn`)
+        and the word is in its own E (weight exactly 1: ``d(w, w) = 0``).
+        """
+        ids, _, _, total, _, bound, est = self._knn_arrays(entries)
+        usable = (bound <= _KNN_MAX_RATIO) | (est <= _KNN_MAX_EST)
+        usable &= (ids == words[:, None]).any(axis=1)
+        return np.where(usable, total, 0.0)
+
+    def _token_totals(self, flat: npt.NDArray[np.int64]) -> npt.NDArray[np.float64] | None:
+        """Each token's envelope total (0.0: not for the self-first sampler), or None without prepared tables.
+
+        From the prepared totals at this epsilon when they exist; else, unless
+        history-free, from a per-process memo filled for the words met so far.
+        """
+        prepared = self._prepared_knn()
+        if prepared is None:
+            return None
+        holder = self._prepared
+        if holder.totals is not None:
+            return np.asarray(holder.totals[flat], dtype=np.float64)
+        if self.history_free:
+            return None
+        memo = holder.memo
+        if memo is None:
+            with holder.lock:
+                if holder.memo is None:
+                    holder.memo = np.full(self.embedding.size, np.nan)
+                memo = holder.memo
+        t = memo[flat]
+        unknown = np.isnan(t)
+        if unknown.any():
+            words = np.unique(flat[unknown])
+            for s in range(0, words.size, _TOTALS_BLOCK):
+                part = words[s : s + _TOTALS_BLOCK]
+                memo[part] = self._envelope_totals(part, prepared.rows(part))
+            t = memo[flat]
+        return t
 
     def _knn_lookup(self, words: npt.NDArray[np.int64]) -> list[Table | None]:
         """k-NN tables: prepared ones, else (not history-free) those built earlier in this process."""
@@ -485,6 +600,32 @@ class TruncatedExponential(Mechanism):
 
     # -- sampling ------------------------------------------------------------------------
     def _privatize(self, flat: npt.NDArray[np.int64], rng: np.random.Generator) -> npt.NDArray[np.int64]:
+        totals = self._token_totals(flat)
+        if totals is None:
+            return self._privatize_general(flat, rng)
+        # Self first (k-NN envelope words): the envelope's layout puts the input word's mass
+        # (exactly 1) first, so u ~ U[0, total) below 1 returns the word itself from its
+        # total alone -- at eps >= 10 nearly every token. The others continue the SAME
+        # attempt with u mapped onto the rest of the layout (_sample_knn, u_first).
+        out = np.empty(flat.size, dtype=np.int64)
+        fast = np.flatnonzero(totals > 0.0)
+        u = rng.random(fast.size) * totals[fast]
+        stay = u < 1.0
+        out[fast[stay]] = flat[fast[stay]]
+        move = fast[~stay]
+        if move.size:
+            words, inv = np.unique(flat[move], return_inverse=True)
+            prepared = self._prepared_knn()
+            assert prepared is not None
+            usable = self._sample_knn(words, prepared.rows(words), inv.ravel(), move, out, rng, u_first=u[~stay])
+            if not usable.all():  # the totals come from the same test: never
+                raise RuntimeError("internal error: a word with an envelope total has no usable envelope")
+        other = np.flatnonzero(~(totals > 0.0))
+        if other.size:
+            out[other] = self._privatize_general(flat[other], rng)
+        return out
+
+    def _privatize_general(self, flat: npt.NDArray[np.int64], rng: np.random.Generator) -> npt.NDArray[np.int64]:
         out = np.empty(flat.size, dtype=np.int64)
         uniq, inv = np.unique(flat, return_inverse=True)
         inv = inv.ravel()
@@ -806,10 +947,16 @@ class TruncatedExponential(Mechanism):
         positions: np.ndarray,
         out: np.ndarray,
         rng: np.random.Generator,
+        u_first: np.ndarray | None = None,
     ) -> npt.NDArray[np.bool_]:
         """Draw ``out[positions]`` for tokens of ``words[token_word]`` by rejection under the k-NN envelope.
 
         Only words whose envelope is cheap (``usable``) are sampled; returns that mask.
+        ``u_first`` (one per token, in ``[1, total)``): the tokens' first attempts already
+        drew ``u ~ U[0, total)`` and found it past the input word's unit of mass (the
+        self-first test of :meth:`_privatize`); that attempt goes on with ``u`` mapped onto
+        the layout without the word's own segment ``[c, c + 1)`` (``u - 1`` below it, ``u``
+        above it: uniform on the rest, as the attempt requires), later attempts start afresh.
         """
         ids, cum, m_e, total, log_env, bound, est = self._knn_arrays(entries)
         usable = (bound <= _KNN_MAX_RATIO) | (est <= _KNN_MAX_EST)
@@ -819,13 +966,23 @@ class TruncatedExponential(Mechanism):
         keys = (np.arange(ids.shape[0], dtype=np.int64)[:, None] * v + ids).ravel()  # sorted
         pend = np.arange(tw.size)
         w_rows = np.asarray(self._geo.x[words], dtype=np.float64)  # gathered once, not per proposal
+        first_u = None
+        if u_first is not None:
+            first_u = np.asarray(u_first, dtype=np.float64)[keep]
+            col = np.argmax(ids == words[:, None], axis=1)  # the word's own place in E (it is there)
+            below = np.where(col > 0, cum[np.arange(ids.shape[0]), col - 1], 0.0)  # mass before it
         while pend.size:
-            # several independent attempts per pending token; the first success is kept
-            rep = np.clip(np.ceil(est[tw[pend]]), 1, 32).astype(np.int64)
-            rep = np.minimum(rep, max(1, (4 * _KNN_CHUNK) // max(pend.size, 1)))
-            tok = np.repeat(pend, rep)
-            j = tw[tok]
-            u = rng.random(tok.size) * total[j]
+            if first_u is not None:  # the continued first attempt of each token
+                tok, j = pend, tw[pend]
+                u = np.where(first_u - 1.0 < below[j], first_u - 1.0, first_u)
+                first_u = None
+            else:
+                # several independent attempts per pending token; the first success is kept
+                rep = np.clip(np.ceil(est[tw[pend]]), 1, 32).astype(np.int64)
+                rep = np.minimum(rep, max(1, (4 * _KNN_CHUNK) // max(pend.size, 1)))
+                tok = np.repeat(pend, rep)
+                j = tw[tok]
+                u = rng.random(tok.size) * total[j]
             in_e = u < m_e[j]
             res = np.full(tok.size, -1, dtype=np.int64)
             e_at = np.flatnonzero(in_e)

@@ -55,8 +55,9 @@ def _prepare_mechanism(mech: "Mechanism") -> None:
 
     The seam to :mod:`deniable.artefacts` (content-addressed, verified, memory-mapped
     artefacts shared by every worker process): TEM's neighbour tables for the whole
-    vocabulary. Then one warm-up call on a public word builds any remaining lazy state
-    (a decode index) now rather than during a user's request.
+    vocabulary, and its envelope totals at the instance's epsilon. Then one warm-up call
+    on a public word builds any remaining lazy state (a decode index) now rather than
+    during a user's request.
     """
     import numpy as np
 
@@ -64,7 +65,10 @@ def _prepare_mechanism(mech: "Mechanism") -> None:
     from ..artefacts import prepare
 
     if hasattr(type(mech), "prepared_artefacts"):  # capability: TEM reads whole-vocabulary tables
-        prepare(mech.embedding, [mech.name], metric=str(mech.metric), show_progress=False)
+        options: dict[str, Any] = {}
+        if getattr(type(mech), "truncated_exponential", False):  # TEM: its envelope totals at this epsilon
+            options = {"epsilon": mech.epsilon, "gamma": getattr(mech, "gamma", None)}
+        prepare(mech.embedding, [mech.name], metric=str(mech.metric), options=options, show_progress=False)
     mech.privatize(np.zeros(1, dtype=np.int64), secure_generator())  # output discarded
 
 
