@@ -129,7 +129,9 @@ def paired_distances(a: npt.ArrayLike, b: npt.ArrayLike, metric: str = "euclidea
         return _hamming(x, y)
     if metric == "angular":
         return angular_from_cos(np.einsum("ij,ij->i", *np.broadcast_arrays(unit_rows(x), unit_rows(y))))
-    return from_differences(x.astype(np.float64) - y.astype(np.float64), metric)
+    # float64 differences without float64 copies of the operands (the same values: each
+    # element is converted, then subtracted, exactly as astype-then-subtract would)
+    return from_differences(np.subtract(x, y, dtype=np.float64), metric)
 
 
 def hamming(a: npt.ArrayLike, b: npt.ArrayLike) -> npt.NDArray[np.int64]:

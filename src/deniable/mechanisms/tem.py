@@ -104,6 +104,8 @@ _TABLE_MIN = 1024
 _TABLE_AMORTISE = 4.0
 #: Proposals evaluated at once by the k-NN envelope sampler (bounds its scratch memory).
 _KNN_CHUNK = 1 << 13
+#: Tokens the k-NN envelope sampler draws at a time (independent draws; bounds its buffers).
+_KNN_TOKENS = 1 << 15
 #: Words whose envelope totals are computed at once (bounds scratch memory: ~2 KB a word).
 _TOTALS_BLOCK = 1 << 14
 
@@ -964,53 +966,58 @@ class TruncatedExponential(Mechanism):
         tw, pos = token_word[keep], positions[keep]
         v, k = self.embedding.size, ids.shape[1]
         keys = (np.arange(ids.shape[0], dtype=np.int64)[:, None] * v + ids).ravel()  # sorted
-        pend = np.arange(tw.size)
         w_rows = np.asarray(self._geo.x[words], dtype=np.float64)  # gathered once, not per proposal
         first_u = None
         if u_first is not None:
             first_u = np.asarray(u_first, dtype=np.float64)[keep]
             col = np.argmax(ids == words[:, None], axis=1)  # the word's own place in E (it is there)
             below = np.where(col > 0, cum[np.arange(ids.shape[0]), col - 1], 0.0)  # mass before it
-        while pend.size:
-            if first_u is not None:  # the continued first attempt of each token
-                tok, j = pend, tw[pend]
-                u = np.where(first_u - 1.0 < below[j], first_u - 1.0, first_u)
-                first_u = None
-            else:
-                # several independent attempts per pending token; the first success is kept
-                rep = np.clip(np.ceil(est[tw[pend]]), 1, 32).astype(np.int64)
-                rep = np.minimum(rep, max(1, (4 * _KNN_CHUNK) // max(pend.size, 1)))
-                tok = np.repeat(pend, rep)
-                j = tw[tok]
-                u = rng.random(tok.size) * total[j]
-            in_e = u < m_e[j]
-            res = np.full(tok.size, -1, dtype=np.int64)
-            e_at = np.flatnonzero(in_e)
-            col = _count_at_most(cum, j[e_at], u[e_at])
-            res[e_at] = ids[j[e_at], np.minimum(col, k - 1)]
-            r_at = np.flatnonzero(~in_e)
-            if r_at.size:
-                # the outside part has mass V * envelope and proposes uniformly over all V
-                # words; a member of E is then rejected (E has its own part), so an outside
-                # word y comes out with probability (V env / total) (1 / V) (w(y) / env) =
-                # w(y) / total, as E's words do. Membership is tested only after acceptance.
-                y = rng.integers(0, v, size=r_at.size)
-                jr = j[r_at]
-                d = self._geo.exact_rows(w_rows[jr], words[jr], y)
-                with np.errstate(over="ignore", invalid="ignore"):
-                    p_acc = np.exp(self._weights_exponent(d) - log_env[j[r_at]])
-                acc = np.flatnonzero(rng.random(r_at.size) < p_acc)
-                if acc.size:
-                    probe = j[r_at[acc]] * v + y[acc]
-                    hit = keys[np.minimum(np.searchsorted(keys, probe), keys.size - 1)] == probe
-                    acc = acc[~hit]
-                res[r_at[acc]] = y[acc]
-            ok = res >= 0
-            first_tok, first = np.unique(tok[ok], return_index=True)
-            out[pos[first_tok]] = res[np.flatnonzero(ok)[first]]
-            done = np.zeros(tw.size, dtype=bool)
-            done[first_tok] = True
-            pend = pend[~done[pend]]
+        done = np.zeros(tw.size, dtype=bool)
+        # tokens a slice at a time (independent draws): the proposal buffers stay small
+        for start in range(0, tw.size, _KNN_TOKENS):
+            pend = np.arange(start, min(tw.size, start + _KNN_TOKENS))
+            continued = first_u is not None
+            while pend.size:
+                if continued:  # the continued first attempt of each token
+                    assert first_u is not None
+                    tok, j = pend, tw[pend]
+                    fu = first_u[pend]
+                    u = np.where(fu - 1.0 < below[j], fu - 1.0, fu)
+                    continued = False
+                else:
+                    # several independent attempts per pending token; the first success is kept
+                    rep = np.clip(np.ceil(est[tw[pend]]), 1, 32).astype(np.int64)
+                    rep = np.minimum(rep, max(1, (4 * _KNN_CHUNK) // max(pend.size, 1)))
+                    tok = np.repeat(pend, rep)
+                    j = tw[tok]
+                    u = rng.random(tok.size) * total[j]
+                in_e = u < m_e[j]
+                res = np.full(tok.size, -1, dtype=np.int64)
+                e_at = np.flatnonzero(in_e)
+                col = _count_at_most(cum, j[e_at], u[e_at])
+                res[e_at] = ids[j[e_at], np.minimum(col, k - 1)]
+                r_at = np.flatnonzero(~in_e)
+                if r_at.size:
+                    # the outside part has mass V * envelope and proposes uniformly over all V
+                    # words; a member of E is then rejected (E has its own part), so an outside
+                    # word y comes out with probability (V env / total) (1 / V) (w(y) / env) =
+                    # w(y) / total, as E's words do. Membership is tested only after acceptance.
+                    y = rng.integers(0, v, size=r_at.size)
+                    jr = j[r_at]
+                    d = self._geo.exact_rows(w_rows[jr], words[jr], y)
+                    with np.errstate(over="ignore", invalid="ignore"):
+                        p_acc = np.exp(self._weights_exponent(d) - log_env[jr])
+                    acc = np.flatnonzero(rng.random(r_at.size) < p_acc)
+                    if acc.size:
+                        probe = j[r_at[acc]] * v + y[acc]
+                        hit = keys[np.minimum(np.searchsorted(keys, probe), keys.size - 1)] == probe
+                        acc = acc[~hit]
+                    res[r_at[acc]] = y[acc]
+                ok = res >= 0
+                first_tok, first = np.unique(tok[ok], return_index=True)
+                out[pos[first_tok]] = res[np.flatnonzero(ok)[first]]
+                done[first_tok] = True
+                pend = pend[~done[pend]]
         return usable
 
     def _sample_shells(
