@@ -72,6 +72,7 @@ def test_prepared_tables_sample_exactly_without_scanning(monkeypatch: pytest.Mon
         raise AssertionError("scanned the vocabulary although the tables are prepared")
 
     monkeypatch.setattr(Geometry, "screen", no_scan)
+    monkeypatch.setattr(tem_module, "_HEAVY_PROPOSALS", float("inf"))  # no ball tables for frequent words
     mech = TruncatedExponential(emb, 3.0, metric=metric, **opts)  # type: ignore[arg-type]
     rng = np.random.default_rng(9)
     batch = np.tile(np.array([3, 40, 150]), 20000)

@@ -31,10 +31,22 @@ def _batch() -> np.ndarray:
 
 
 def _no_scan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No pass over the vocabulary (and no ball table for frequent words: tested below)."""
+
     def no_scan(*args: Any) -> None:
         raise AssertionError("scanned the vocabulary although the tables are prepared")
 
     monkeypatch.setattr(Geometry, "screen", no_scan)
+    monkeypatch.setattr(tem_module, "_HEAVY_PROPOSALS", float("inf"))
+
+
+class UnconditionalHeavyTEM(TruncatedExponential):
+    """A broken heavy-word path: tokens past the self test get the word itself with its
+    unconditional probability 1/Z (they already had their chance of it)."""
+
+    @staticmethod
+    def _self_after_failed_test(z: float, t: float) -> float:
+        return 1.0 / z
 
 
 class FreshContinuationTEM(TruncatedExponential):
@@ -71,6 +83,7 @@ def test_prepared_totals_sample_exactly_without_scanning(
 
 def test_memo_holds_the_words_met_and_samples_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
     opts = force_path(monkeypatch, "knn")
+    monkeypatch.setattr(tem_module, "_HEAVY_PROPOSALS", float("inf"))  # every token through the envelope
     emb = make_tiny_embedding(400, 3, seed=62)
     prepare(emb, ["tem"], show_progress=False)
     before = {i.path for i in list_artefacts(emb)}
@@ -91,6 +104,7 @@ def test_the_test_rejects_a_broken_continuation_and_a_wrong_epsilon(monkeypatch:
     # k = 32 of 400: the envelope total is within ~3x of the true mass, so a restart that
     # forgets the first attempt visibly inflates the word's own probability
     opts = force_path(monkeypatch, "knn", knn_k=32)
+    monkeypatch.setattr(tem_module, "_HEAVY_PROPOSALS", float("inf"))  # every token through the envelope
     emb = make_tiny_embedding(400, 3, seed=61)
     eps = 6.0
     right = TruncatedExponential(emb, eps, cache=False)
@@ -170,3 +184,27 @@ def test_planned_and_cli_prepare_tem_epsilons(
     assert open_artefact(emb, *planned[2]) is None and open_artefact(emb, *planned[1]) is not None
     assert open_artefact(emb, *planned[0]) is None  # the plan of `-m tem -e 10` includes the k-NN tables
     assert run_app(["prepare", "-m", "tem", "-e", "x", "--embedding", str(emb_dir), "-q"]) == 2
+
+
+def test_frequent_words_use_their_table_given_the_failed_self_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    # every moved word is "heavy": its tokens past the self test come from its exact ball
+    # table, conditioned on that failed test
+    opts = force_path(monkeypatch, "knn", knn_k=32)
+    monkeypatch.setattr(tem_module, "_HEAVY_PROPOSALS", 1)
+    emb = make_tiny_embedding(400, 3, seed=61)
+    prepare(emb, ["tem"], options={"epsilon": 6.0}, show_progress=False)
+    batch = _batch()
+    mech = TruncatedExponential(emb, 6.0, **opts)  # type: ignore[arg-type]
+    y = mech.privatize(batch, np.random.default_rng(8))
+    assert len(mech._store) == len(WORDS)  # type: ignore[attr-defined]  # tables in memory, for those words
+    for w in WORDS:
+        assert g_test_pvalue(y[batch == w], mech.distribution(w)[1]) > ALPHA
+    broken = UnconditionalHeavyTEM(emb, 6.0, **opts)  # type: ignore[arg-type]
+    y = broken.privatize(batch, np.random.default_rng(9))
+    assert all(g_test_pvalue(y[batch == w], mech.distribution(w)[1]) < ALPHA for w in WORDS)
+    # history-free: no tables kept, the envelope samples every word
+    free = TruncatedExponential(emb, 6.0, history_free=True, **opts)  # type: ignore[arg-type]
+    y = free.privatize(batch, np.random.default_rng(10))
+    assert len(free._store) == 0  # type: ignore[attr-defined]
+    for w in WORDS:
+        assert g_test_pvalue(y[batch == w], mech.distribution(w)[1]) > ALPHA

@@ -106,6 +106,10 @@ _TABLE_AMORTISE = 4.0
 _KNN_CHUNK = 1 << 13
 #: Tokens the k-NN envelope sampler draws at a time (independent draws; bounds its buffers).
 _KNN_TOKENS = 1 << 15
+#: A word's moved tokens times its estimated proposals per token beyond which its exact
+#: ball table is built (one pass over the vocabulary, ~20 ms at V = 336k, costs about as
+#: much as this many proposals) instead of sampling it under its k-NN envelope.
+_HEAVY_PROPOSALS = 1 << 16
 #: Words whose envelope totals are computed at once (bounds scratch memory: ~2 KB a word).
 _TOTALS_BLOCK = 1 << 14
 
@@ -614,18 +618,94 @@ class TruncatedExponential(Mechanism):
         u = rng.random(fast.size) * totals[fast]
         stay = u < 1.0
         out[fast[stay]] = flat[fast[stay]]
-        move = fast[~stay]
+        move, u_move = fast[~stay], u[~stay]
         if move.size:
             words, inv = np.unique(flat[move], return_inverse=True)
+            inv = inv.ravel()
             prepared = self._prepared_knn()
             assert prepared is not None
-            usable = self._sample_knn(words, prepared.rows(words), inv.ravel(), move, out, rng, u_first=u[~stay])
-            if not usable.all():  # the totals come from the same test: never
-                raise RuntimeError("internal error: a word with an envelope total has no usable envelope")
+            if not self.history_free:
+                done = self._sample_heavy(words, inv, move, totals[move], out, rng)
+                if done.any():
+                    keep = ~done[inv]
+                    move, u_move = move[keep], u_move[keep]
+                    words, inv = np.unique(flat[move], return_inverse=True)
+                    inv = inv.ravel()
+            if move.size:
+                usable = self._sample_knn(words, prepared.rows(words), inv, move, out, rng, u_first=u_move)
+                if not usable.all():  # the totals come from the same test: never
+                    raise RuntimeError("internal error: a word with an envelope total has no usable envelope")
         other = np.flatnonzero(~(totals > 0.0))
         if other.size:
             out[other] = self._privatize_general(flat[other], rng)
         return out
+
+    def _sample_heavy(
+        self,
+        words: npt.NDArray[np.int64],
+        inv: npt.NDArray[np.int64],
+        positions: npt.NDArray[np.int64],
+        env_totals: npt.NDArray[np.float64],
+        out: np.ndarray,
+        rng: np.random.Generator,
+    ) -> npt.NDArray[np.bool_]:
+        """Tokens past the self test of words whose envelope is costly for how often they occur.
+
+        At small epsilon most of a word's mass is far from it and its k-NN envelope costs
+        tens of proposals per token (each an exact distance to a random word); for a word
+        with many such tokens in the batch, one exact pass over the vocabulary (its ball
+        table, kept in this process's LRU) is cheaper. The tokens here already failed the
+        self test of the envelope (probability ``1 - 1/T``, T its envelope total), so they
+        are drawn from the exact law GIVEN that: the word itself with probability
+        ``(1/Z - 1/T) / (1 - 1/T)`` (Z the true total; T >= Z), else a word of the table
+        other than itself (``_sample_rest``), which is ``p(y) / (1 - 1/T)`` for every other
+        ``y``, as the envelope sampler would give. Returns which of ``words`` were done.
+        """
+        counts = np.bincount(inv, minlength=words.size)
+        handled = np.zeros(words.size, dtype=bool)
+        v = self.embedding.size
+        if 12 * v * 4 > self.memory_bytes or not self._geo.screening:  # room for a few full tables
+            return handled
+        maybe = np.flatnonzero(counts * _KNN_MAX_EST >= _HEAVY_PROPOSALS)
+        if not maybe.size:
+            return handled
+        prepared = self._prepared_knn()
+        assert prepared is not None
+        est = self._knn_arrays(prepared.rows(words[maybe]))[6]
+        heavy = maybe[counts[maybe] * est >= _HEAVY_PROPOSALS]
+        if not heavy.size:
+            return handled
+        tables = self._store.get_many(words[heavy])
+        missing = [j for j, t in zip(heavy.tolist(), tables, strict=True) if t is None]
+        built: dict[int, Table] = {}
+        if missing:
+            for w, row in self._rows(words[np.array(missing, dtype=np.int64)]):
+                cand = self._geo.candidates(w, row, self._gamma)
+                assert cand is not None
+                built[w] = self._build_table(w, cand)
+        order = np.argsort(inv, kind="stable")
+        starts = np.concatenate([[0], np.cumsum(counts)])
+        for j, table in zip(heavy.tolist(), tables, strict=True):
+            w = int(words[j])
+            table = table if table is not None else built[w]
+            at = order[starts[j] : starts[j + 1]]
+            z = self._totals.get(w)
+            if z is None:
+                z = self._total(w, table)
+                self._totals[w] = z
+            p_self = self._self_after_failed_test(z, float(env_totals[at[0]]))
+            res = np.full(at.size, w, dtype=np.int64)
+            rest = rng.random(at.size) >= p_self
+            if rest.any():
+                res[rest] = self._sample_rest(w, table, rng.random(int(rest.sum())) * (z - 1.0), rng)
+            out[positions[at]] = res
+            handled[j] = True
+        return handled
+
+    @staticmethod
+    def _self_after_failed_test(z: float, t: float) -> float:
+        """``P(M(w) = w | the envelope's self test failed) = (1/Z - 1/T) / (1 - 1/T)``."""
+        return max(0.0, (1.0 / z - 1.0 / t) / (1.0 - 1.0 / t))
 
     def _privatize_general(self, flat: npt.NDArray[np.int64], rng: np.random.Generator) -> npt.NDArray[np.int64]:
         out = np.empty(flat.size, dtype=np.int64)
