@@ -672,7 +672,12 @@ class TruncatedExponential(Mechanism):
         prepared = self._prepared_knn()
         assert prepared is not None
         est = self._knn_arrays(prepared.rows(words[maybe]))[6]
-        heavy = maybe[counts[maybe] * est >= _HEAVY_PROPOSALS]
+        work = counts[maybe] * est
+        heavy = maybe[work >= _HEAVY_PROPOSALS]
+        # at most as many as the LRU holds (the costliest first): more would evict one
+        # another between batches and be rebuilt every time
+        room = max(1, self.memory_bytes // (12 * v) - 1)
+        heavy = heavy[np.argsort(-work[work >= _HEAVY_PROPOSALS], kind="stable")[:room]]
         if not heavy.size:
             return handled
         tables = self._store.get_many(words[heavy])
