@@ -108,3 +108,30 @@ def test_prepared_tables_on_glove(glove: Embedding, metric: str) -> None:
             assert g_test_pvalue(y[batch == w], mech.distribution(w)[1]) > ALPHA
     finally:
         remove_artefacts(emb)
+
+
+@pytest.mark.parametrize("eps", [3.0, 10.0])
+def test_self_first_and_frequent_word_tables_on_glove(glove: Embedding, eps: float) -> None:
+    # after `prepare -m tem -e EPS` (totals prepared) and with the tables only (totals
+    # memoized): self first, the continued envelope attempt and, at eps 3, the ball tables
+    # of frequent words drawn given the failed self test -- all against distribution()
+    from deniable.artefacts import prepare, remove_artefacts
+
+    emb = glove.subset(20000)
+    prepare(emb, ["tem"], options={"epsilon": eps}, show_progress=False)
+    try:
+        ids = emb.ids(WORDS)
+        ids = ids[ids >= 0]
+        batch = np.repeat(ids, 40000)
+        for k, mech in enumerate([TruncatedExponential(emb, eps), TruncatedExponential(emb, eps + 0.5)]):
+            rng = np.random.default_rng(40 + k)
+            shuffled = rng.permutation(batch)
+            y = mech.privatize(shuffled, rng)
+            prepared = mech._prepared  # type: ignore[attr-defined]
+            assert (prepared.totals is not None) == (k == 0) and (prepared.memo is not None) == (k == 1)
+            if eps < 5:
+                assert len(mech._store) > 0  # type: ignore[attr-defined]  # frequent words got their tables
+            for w in ids.tolist():
+                assert g_test_pvalue(y[shuffled == w], mech.distribution(w)[1]) > ALPHA
+    finally:
+        remove_artefacts(emb)
