@@ -1048,13 +1048,16 @@ class TruncatedExponential(Mechanism):
         ids, cum, m_e, total, log_env, bound, est = self._knn_arrays(entries)
         usable = (bound <= _KNN_MAX_RATIO) | (est <= _KNN_MAX_EST)
         keep = usable[token_word]
-        tw, pos = token_word[keep], positions[keep]
+        # tokens grouped by word: the word's vector and table rows are then read in runs
+        order = np.flatnonzero(keep)
+        order = order[np.argsort(token_word[order], kind="stable")]
+        tw, pos = token_word[order], positions[order]
         v, k = self.embedding.size, ids.shape[1]
         keys = (np.arange(ids.shape[0], dtype=np.int64)[:, None] * v + ids).ravel()  # sorted
         w_rows = np.asarray(self._geo.x[words], dtype=np.float64)  # gathered once, not per proposal
         first_u = None
         if u_first is not None:
-            first_u = np.asarray(u_first, dtype=np.float64)[keep]
+            first_u = np.asarray(u_first, dtype=np.float64)[order]
             col = np.argmax(ids == words[:, None], axis=1)  # the word's own place in E (it is there)
             below = np.where(col > 0, cum[np.arange(ids.shape[0]), col - 1], 0.0)  # mass before it
         done = np.zeros(tw.size, dtype=bool)
