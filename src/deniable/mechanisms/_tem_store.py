@@ -23,6 +23,8 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +41,10 @@ Table = tuple[npt.NDArray[np.int32], npt.NDArray[np.float64]]
 
 #: The artefact kind of the prepared k-NN tables (deniable.artefacts).
 KNN_KIND = "tem-knn"
-#: Query words per block of the prepared build (bounds its memory: about 0.6 GiB at k = 256).
-_BUILD_BLOCK = 8192
+#: Rows and columns of one tile of the prepared build's symmetric k-NN search.
+_TILE = 1024
+#: Worker threads of the prepared build (one BLAS thread each).
+_WORKERS = 2
 #: Size of the strided sample of the screening row behind the sketch and the threshold.
 _SAMPLE = 4096
 #: rows of exact neighbour distances computed at once in the build (k x dim float64 each)
@@ -228,7 +232,7 @@ def build_knn_artefact(
     try:
         with progress(v, what, enabled=show_progress) as advance:
             if k < v and geo.screening and metric in ("euclidean", "angular"):
-                blocks = _knn_blocks_faiss(geo, k, n_sketch)
+                blocks = _knn_blocks_symmetric(geo, k, n_sketch)
             else:
                 blocks = _knn_blocks_rows(geo, k, n_sketch)
             for ids, dist in blocks:
@@ -252,46 +256,39 @@ def _knn_blocks_rows(geo: Geometry, k: int, n_sketch: int) -> Iterator[tuple[np.
         yield np.stack([e[0] for e in entries]), np.stack([e[1] for e in entries])
 
 
-def _knn_blocks_faiss(geo: Geometry, k: int, n_sketch: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Blocks of k-NN tables by faiss exact search (euclidean: squared L2; angular: cosines).
+def _knn_blocks_symmetric(geo: Geometry, k: int, n_sketch: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Blocks of k-NN tables from the symmetric blocked search (euclidean and angular).
 
-    faiss's float32 values are ``|q|^2 + |y|^2 - 2 q.y`` (or ``q.y`` of unit vectors),
-    the same quantities as :meth:`Geometry.screen`, with a rounding error within the a
-    priori bound that :meth:`Geometry.bound_values` subtracts (it allows any summation
-    order), so ``d_env`` from faiss's (k+1)-th value is a proven lower bound too.
+    The keys are float32 ``|q|^2 + |y|^2 - 2 q.y`` (euclidean) or ``-q.y`` of unit
+    vectors (angular), the quantities of :meth:`Geometry.screen` (smaller = closer); the
+    pair ``(i, j)`` is computed once and feeds the heaps of both words, in an order of
+    summation that may differ from the row's own, which the a priori error bound of
+    :meth:`Geometry.bound_values` allows, so ``d_env`` from the (k+1)-th key is a proven
+    lower bound.
     """
-    import faiss
-
     v, n = geo.size, geo.dim
     angular = geo.metric == "angular"
-    first, second = geo._block_operands(np.dtype(np.float32))  # the operands of Geometry.block
+    first, second = geo._block_operands(np.dtype(np.float32))  # the operands of Geometry.screen
     if angular:
-        base = first  # unit rows
-        index: Any = faiss.IndexFlatIP(n)
-        sample_t = np.ascontiguousarray(second[:, :: max(1, v // _SAMPLE)])
+        left = np.negative(first)  # -unit rows: keys -cos, exact negations of the cosines
+        right = second
+        add_rows = None
     else:
-        base = np.ascontiguousarray(geo.x, dtype=np.float32)
-        index = faiss.IndexFlatL2(n)
-        aug = first  # [-2 y ; |y|^2]
-        sample_t = np.ascontiguousarray(aug[:, :: max(1, v // _SAMPLE)])
-    index.add(base)
-    for s in range(0, v, _BUILD_BLOCK):
-        q = np.arange(s, min(v, s + _BUILD_BLOCK), dtype=np.int64)
-        dq, iq = index.search(base[q], k + 1)
-        e_ids = np.sort(iq[:, :k], axis=1).astype(np.int64)
-        if angular:
-            kth = -dq[:, k]
-            sample = -(base[q] @ sample_t)
-        else:
-            kth = dq[:, k]
-            left = np.empty((q.size, n + 1), dtype=np.float32)
-            left[:, :-1] = base[q]
-            left[:, -1] = 1.0
-            sample = left @ sample_t
-            sample += geo._sq[q][:, None]
+        left = np.empty((v, n + 1), dtype=np.float32)
+        left[:, :-1] = geo.x
+        left[:, -1] = 1.0
+        right = first  # [-2 y ; |y|^2]
+        add_rows = geo._sq
+    sample_t = np.ascontiguousarray(right[:, :: max(1, v // _SAMPLE)])
+    for s, keys, nn in _knn_heaps(left, right, add_rows, k + 1):
+        q = np.arange(s, s + keys.shape[0], dtype=np.int64)
+        e_ids = np.sort(nn[:, :k], axis=1)
+        kth32 = keys[:, k]
         # the sketch: the same order statistics of the sampled far keys as knn_entry takes
+        sample = left[q] @ sample_t
+        if add_rows is not None:
+            sample += add_rows[q][:, None]
         sample.sort(axis=1)
-        kth32 = kth.astype(np.float32)
         inside = np.count_nonzero(sample < kth32[:, None], axis=1)  # sampled keys < kth
         n_s = sample.shape[1]
         far_n = n_s - inside
@@ -308,3 +305,96 @@ def _knn_blocks_faiss(geo: Geometry, k: int, n_sketch: int) -> Iterator[tuple[np
             exact[c : c + _EXACT_CHUNK] = geo.exact_paired(q[c : c + _EXACT_CHUNK, None], e_ids[c : c + _EXACT_CHUNK])
         ids = np.concatenate([e_ids, np.full((q.size, 1 + n_sketch), -1)], axis=1)
         yield ids, np.concatenate([exact, env], axis=1)
+
+
+def _knn_heaps(
+    left: np.ndarray, right: np.ndarray, add_rows: np.ndarray | None, k1: int, *, tile: int | None = None
+) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """The ``k1`` smallest keys of every row, ``key(i, j) = left[i] @ right[:, j] (+ add_rows[i])``.
+
+    The key must be symmetric in exact arithmetic (``key(i, j) = key(j, i)`` up to float32
+    rounding): each tile ``(I, J)``, ``I <= J``, is computed once (one float32 BLAS product
+    of ``tile x tile``) and feeds the faiss max-heaps of its rows (every value) and of its
+    columns (only values at most the column's current heap top, which only decreases).
+    Two worker threads with single-threaded BLAS and faiss share the tiles; heap updates
+    and the reads of heap tops hold a lock. Yields ``(start, keys, ids)`` per block of
+    ``tile`` rows, in row order, as soon as the block is final (keys ascending,
+    ``(rows, k1)`` float32 and int64); the next row of tiles is already running meanwhile.
+    Memory: the heaps of all rows, ``12 k1`` bytes per row.
+    """
+    import faiss
+
+    tile = tile or _TILE
+    v = left.shape[0]
+    vals = np.empty((v, k1), dtype=np.float32)
+    nn = np.empty((v, k1), dtype=np.int64)
+    heaps = faiss.float_maxheap_array_t()
+    heaps.k, heaps.nh = k1, v
+    heaps.val, heaps.ids = faiss.swig_ptr(vals), faiss.swig_ptr(nn)
+    heaps.heapify()
+    top = vals[:, 0]  # the largest kept key of each heap
+    lock = threading.Lock()
+    starts = list(range(0, v, tile))
+
+    def one_tile(i0: int, j0: int) -> None:
+        i1, j1 = min(v, i0 + tile), min(v, j0 + tile)
+        c = j1 - j0
+        g = left[i0:i1] @ right[:, j0:j1]
+        if add_rows is not None:
+            g += add_rows[i0:i1, None]
+        if i0 != j0:  # the column words' heaps: keep only what can enter them (cheap filter)
+            with lock:
+                tc = top[j0:j1].copy()
+            hit = np.flatnonzero(g <= tc[None, :])
+            col = hit % c
+            order = np.argsort(col, kind="stable")
+            col, src, key = col[order], (hit // c)[order], g.reshape(-1)[hit[order]]
+        with lock:  # the row words' heaps: every value (faiss compares with the heap tops)
+            heaps.addn(c, faiss.swig_ptr(g), j0, i0, i1 - i0)
+        if i0 == j0 or col.size == 0:
+            return
+        head = np.flatnonzero(np.r_[True, col[1:] != col[:-1]])
+        counts = np.diff(np.r_[head, col.size])
+        width = int(counts.max())
+        grp = np.repeat(np.arange(head.size), counts)
+        pos = np.arange(col.size) - head[grp]
+        pv = np.full((head.size, width), np.inf, dtype=np.float32)  # +inf never enters a heap
+        pv[grp, pos] = key
+        pi = np.full((head.size, width), -1, dtype=np.int64)
+        pi[grp, pos] = src + i0
+        subset = (col[head] + j0).astype(np.int64)
+        with lock:
+            heaps.addn_query_subset_with_ids(
+                head.size, faiss.swig_ptr(subset), width, faiss.swig_ptr(pv), faiss.swig_ptr(pi), width
+            )
+
+    omp = faiss.omp_get_max_threads()
+    with _single_threaded_blas(), ThreadPoolExecutor(_WORKERS) as pool:
+        faiss.omp_set_num_threads(1)
+        try:
+            pending = [pool.submit(one_tile, starts[0], j0) for j0 in starts]
+            for b, i0 in enumerate(starts):
+                for f in pending:
+                    f.result()
+                nxt = starts[b + 1] if b + 1 < len(starts) else None
+                pending = [] if nxt is None else [pool.submit(one_tile, nxt, j0) for j0 in starts if j0 >= nxt]
+                i1 = min(v, i0 + tile)
+                order = np.argsort(vals[i0:i1], axis=1, kind="stable")
+                keys = np.take_along_axis(vals[i0:i1], order, axis=1)
+                ids = np.take_along_axis(nn[i0:i1], order, axis=1)
+                if np.any(ids < 0):  # cannot happen: every row meets all v >= k1 columns
+                    raise RuntimeError("k-NN build: a heap was not filled")
+                yield i0, keys, ids
+        finally:
+            for f in pending:
+                f.cancel()
+            faiss.omp_set_num_threads(omp)
+
+
+def _single_threaded_blas() -> AbstractContextManager[Any]:
+    """One BLAS thread per worker while the build's two workers run (when threadpoolctl is there)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - optional: only slower without it
+        return nullcontext()
+    return threadpool_limits(1, user_api="blas")
