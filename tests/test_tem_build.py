@@ -21,7 +21,11 @@ def _screen_rows(geo: Geometry) -> np.ndarray:
 
 @pytest.mark.parametrize("metric", ["euclidean", "angular"])
 @pytest.mark.parametrize("tile", [7, 64])
-def test_heaps_hold_the_smallest_keys_of_every_row(metric: str, tile: int) -> None:
+@pytest.mark.parametrize("sample", [32, 4096])  # the seeds from a strided sample, or from every column
+def test_heaps_hold_the_smallest_keys_of_every_row(
+    monkeypatch: pytest.MonkeyPatch, metric: str, tile: int, sample: int
+) -> None:
+    monkeypatch.setattr(_tem_store, "_SAMPLE", sample)
     v, k1 = 250, 17
     geo = Geometry(make_tiny_embedding(v, 5, seed=3), metric)
     first, second = geo._block_operands(np.dtype(np.float32))
@@ -30,7 +34,8 @@ def test_heaps_hold_the_smallest_keys_of_every_row(metric: str, tile: int) -> No
     else:
         left = np.hstack([geo.x, np.ones((v, 1), dtype=np.float32)])
         right, add = first, geo._sq
-    blocks = list(_knn_heaps(left, right, add, k1, tile=tile))
+    slack = 2.0 * geo._err(int(np.argmax(geo._norms)))
+    blocks = list(_knn_heaps(left, right, add, k1, slack, tile=tile))
     assert [b[0] for b in blocks] == list(range(0, v, tile))  # every block, in row order
     keys = np.concatenate([b[1] for b in blocks])
     ids = np.concatenate([b[2] for b in blocks])

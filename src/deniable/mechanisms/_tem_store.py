@@ -280,7 +280,9 @@ def _knn_blocks_symmetric(geo: Geometry, k: int, n_sketch: int) -> Iterator[tupl
         right = first  # [-2 y ; |y|^2]
         add_rows = geo._sq
     sample_t = np.ascontiguousarray(right[:, :: max(1, v // _SAMPLE)])
-    for s, keys, nn in _knn_heaps(left, right, add_rows, k + 1):
+    # two float32 evaluations of one key differ by at most twice the a priori error bound
+    slack = 2.0 * geo._err(int(np.argmax(geo._norms)))
+    for s, keys, nn in _knn_heaps(left, right, add_rows, k + 1, slack):
         q = np.arange(s, s + keys.shape[0], dtype=np.int64)
         e_ids = np.sort(nn[:, :k], axis=1)
         kth32 = keys[:, k]
@@ -308,14 +310,23 @@ def _knn_blocks_symmetric(geo: Geometry, k: int, n_sketch: int) -> Iterator[tupl
 
 
 def _knn_heaps(
-    left: np.ndarray, right: np.ndarray, add_rows: np.ndarray | None, k1: int, *, tile: int | None = None
+    left: np.ndarray,
+    right: np.ndarray,
+    add_rows: np.ndarray | None,
+    k1: int,
+    slack: float,
+    *,
+    tile: int | None = None,
 ) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
     """The ``k1`` smallest keys of every row, ``key(i, j) = left[i] @ right[:, j] (+ add_rows[i])``.
 
     The key must be symmetric in exact arithmetic (``key(i, j) = key(j, i)`` up to float32
     rounding): each tile ``(I, J)``, ``I <= J``, is computed once (one float32 BLAS product
     of ``tile x tile``) and feeds the faiss max-heaps of its rows (every value) and of its
-    columns (only values at most the column's current heap top, which only decreases).
+    columns (only values at most the column's current heap top, which only decreases, and
+    at most its seed: the k1-th smallest key over a strided sample of columns plus
+    ``slack``, a bound on the difference of two float32 evaluations of one key; so at least
+    k1 keys of every column pass and none of its k1 smallest is dropped).
     Two worker threads with single-threaded BLAS and faiss share the tiles; heap updates
     and the reads of heap tops hold a lock. Yields ``(start, keys, ids)`` per block of
     ``tile`` rows, in row order, as soon as the block is final (keys ascending,
@@ -335,6 +346,16 @@ def _knn_heaps(
     top = vals[:, 0]  # the largest kept key of each heap
     lock = threading.Lock()
     starts = list(range(0, v, tile))
+    seed = np.full(v, np.inf, dtype=np.float32)
+    sample = right[:, :: max(1, v // _SAMPLE)]
+
+    def seed_rows(i0: int) -> None:
+        i1 = min(v, i0 + tile)
+        g = left[i0:i1] @ sample
+        if add_rows is not None:
+            g += add_rows[i0:i1, None]
+        kth = np.partition(g, k1 - 1, axis=1)[:, k1 - 1].astype(np.float64) + slack
+        seed[i0:i1] = np.nextafter(kth.astype(np.float32), np.float32(np.inf))  # rounded up
 
     def one_tile(i0: int, j0: int) -> None:
         i1, j1 = min(v, i0 + tile), min(v, j0 + tile)
@@ -344,9 +365,9 @@ def _knn_heaps(
             g += add_rows[i0:i1, None]
         if i0 != j0:  # the column words' heaps: keep only what can enter them (cheap filter)
             with lock:
-                tc = top[j0:j1].copy()
+                tc = np.minimum(top[j0:j1], seed[j0:j1])
             hit = np.flatnonzero(g <= tc[None, :])
-            col = hit % c
+            col = (hit % c).astype(np.int16 if c <= 1 << 15 else np.int64)  # int16: a radix sort
             order = np.argsort(col, kind="stable")
             col, src, key = col[order], (hit // c)[order], g.reshape(-1)[hit[order]]
         with lock:  # the row words' heaps: every value (faiss compares with the heap tops)
@@ -362,7 +383,7 @@ def _knn_heaps(
         pv[grp, pos] = key
         pi = np.full((head.size, width), -1, dtype=np.int64)
         pi[grp, pos] = src + i0
-        subset = (col[head] + j0).astype(np.int64)
+        subset = col[head].astype(np.int64) + j0
         with lock:
             heaps.addn_query_subset_with_ids(
                 head.size, faiss.swig_ptr(subset), width, faiss.swig_ptr(pv), faiss.swig_ptr(pi), width
@@ -372,6 +393,9 @@ def _knn_heaps(
     with _single_threaded_blas(), ThreadPoolExecutor(_WORKERS) as pool:
         faiss.omp_set_num_threads(1)
         try:
+            if sample.shape[1] >= k1:
+                for f in [pool.submit(seed_rows, i0) for i0 in starts]:
+                    f.result()
             pending = [pool.submit(one_tile, starts[0], j0) for j0 in starts]
             for b, i0 in enumerate(starts):
                 for f in pending:
