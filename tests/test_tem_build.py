@@ -30,10 +30,14 @@ def test_heaps_hold_the_smallest_keys_of_every_row(
     geo = Geometry(make_tiny_embedding(v, 5, seed=3), metric)
     first, second = geo._block_operands(np.dtype(np.float32))
     if metric == "angular":
-        left, right, add = -first, second, None
+        rows, right, add = -first, second, None
     else:
-        left = np.hstack([geo.x, np.ones((v, 1), dtype=np.float32)])
+        rows = np.hstack([geo.x, np.ones((v, 1), dtype=np.float32)])
         right, add = first, geo._sq
+
+    def left(i0: int, i1: int) -> np.ndarray:
+        return rows[i0:i1]
+
     slack = 2.0 * geo._err(int(np.argmax(geo._norms)))
     blocks = list(_knn_heaps(left, right, add, k1, slack, tile=tile))
     assert [b[0] for b in blocks] == list(range(0, v, tile))  # every block, in row order

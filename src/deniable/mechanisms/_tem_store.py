@@ -22,7 +22,7 @@ import hashlib
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -269,16 +269,20 @@ def _knn_blocks_symmetric(geo: Geometry, k: int, n_sketch: int) -> Iterator[tupl
     v, n = geo.size, geo.dim
     angular = geo.metric == "angular"
     first, second = geo._block_operands(np.dtype(np.float32))  # the operands of Geometry.screen
+    add_rows: np.ndarray | None
+
+    def left(i0: int, i1: int) -> np.ndarray:
+        if angular:
+            return np.negative(first[i0:i1])  # -unit rows: keys -cos, exact negations of the cosines
+        rows = np.empty((i1 - i0, n + 1), dtype=np.float32)
+        rows[:, :-1] = geo.x[i0:i1]
+        rows[:, -1] = 1.0
+        return rows
+
     if angular:
-        left = np.negative(first)  # -unit rows: keys -cos, exact negations of the cosines
-        right = second
-        add_rows = None
+        right, add_rows = second, None
     else:
-        left = np.empty((v, n + 1), dtype=np.float32)
-        left[:, :-1] = geo.x
-        left[:, -1] = 1.0
-        right = first  # [-2 y ; |y|^2]
-        add_rows = geo._sq
+        right, add_rows = first, geo._sq  # [-2 y ; |y|^2], |q|^2
     sample_t = np.ascontiguousarray(right[:, :: max(1, v // _SAMPLE)])
     # two float32 evaluations of one key differ by at most twice the a priori error bound
     slack = 2.0 * geo._err(int(np.argmax(geo._norms)))
@@ -287,7 +291,7 @@ def _knn_blocks_symmetric(geo: Geometry, k: int, n_sketch: int) -> Iterator[tupl
         e_ids = np.sort(nn[:, :k], axis=1)
         kth32 = keys[:, k]
         # the sketch: the same order statistics of the sampled far keys as knn_entry takes
-        sample = left[q] @ sample_t
+        sample = left(s, s + q.size) @ sample_t
         if add_rows is not None:
             sample += add_rows[q][:, None]
         sample.sort(axis=1)
@@ -310,7 +314,7 @@ def _knn_blocks_symmetric(geo: Geometry, k: int, n_sketch: int) -> Iterator[tupl
 
 
 def _knn_heaps(
-    left: np.ndarray,
+    left: Callable[[int, int], np.ndarray],
     right: np.ndarray,
     add_rows: np.ndarray | None,
     k1: int,
@@ -318,8 +322,9 @@ def _knn_heaps(
     *,
     tile: int | None = None,
 ) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-    """The ``k1`` smallest keys of every row, ``key(i, j) = left[i] @ right[:, j] (+ add_rows[i])``.
+    """The ``k1`` smallest keys of every row, ``key(i, j) = left(i, i + 1) @ right[:, j] (+ add_rows[i])``.
 
+    ``left(i0, i1)`` gives the left operand's rows ``i0:i1`` (built per tile, not held).
     The key must be symmetric in exact arithmetic (``key(i, j) = key(j, i)`` up to float32
     rounding): each tile ``(I, J)``, ``I <= J``, is computed once (one float32 BLAS product
     of ``tile x tile``) and feeds the faiss max-heaps of its rows (every value) and of its
@@ -336,10 +341,10 @@ def _knn_heaps(
     import faiss
 
     tile = tile or _TILE
-    v = left.shape[0]
+    v = right.shape[1]
     vals = np.empty((v, k1), dtype=np.float32)
     nn = np.empty((v, k1), dtype=np.int64)
-    heaps = faiss.float_maxheap_array_t()
+    heaps: Any = faiss.float_maxheap_array_t()  # (the stubs miss addn's offsets)
     heaps.k, heaps.nh = k1, v
     heaps.val, heaps.ids = faiss.swig_ptr(vals), faiss.swig_ptr(nn)
     heaps.heapify()
@@ -351,7 +356,7 @@ def _knn_heaps(
 
     def seed_rows(i0: int) -> None:
         i1 = min(v, i0 + tile)
-        g = left[i0:i1] @ sample
+        g = left(i0, i1) @ sample
         if add_rows is not None:
             g += add_rows[i0:i1, None]
         kth = np.partition(g, k1 - 1, axis=1)[:, k1 - 1].astype(np.float64) + slack
@@ -360,7 +365,7 @@ def _knn_heaps(
     def one_tile(i0: int, j0: int) -> None:
         i1, j1 = min(v, i0 + tile), min(v, j0 + tile)
         c = j1 - j0
-        g = left[i0:i1] @ right[:, j0:j1]
+        g = left(i0, i1) @ right[:, j0:j1]
         if add_rows is not None:
             g += add_rows[i0:i1, None]
         if i0 != j0:  # the column words' heaps: keep only what can enter them (cheap filter)
@@ -376,18 +381,26 @@ def _knn_heaps(
             return
         head = np.flatnonzero(np.r_[True, col[1:] != col[:-1]])
         counts = np.diff(np.r_[head, col.size])
-        width = int(counts.max())
         grp = np.repeat(np.arange(head.size), counts)
         pos = np.arange(col.size) - head[grp]
-        pv = np.full((head.size, width), np.inf, dtype=np.float32)  # +inf never enters a heap
-        pv[grp, pos] = key
-        pi = np.full((head.size, width), -1, dtype=np.int64)
-        pi[grp, pos] = src + i0
-        subset = col[head].astype(np.int64) + j0
-        with lock:
-            heaps.addn_query_subset_with_ids(
-                head.size, faiss.swig_ptr(subset), width, faiss.swig_ptr(pv), faiss.swig_ptr(pi), width
-            )
+        # padded rows of values per column (+inf never enters a heap): a first slab about
+        # twice the mean count wide, then the few longer columns' rest
+        w = max(1, 2 * -(-col.size // head.size))
+        for lo, hi in ((0, w), (w, int(counts.max()))):
+            if hi <= lo:
+                continue
+            take = (pos >= lo) & (pos < hi) if lo else pos < hi
+            cols = np.flatnonzero(counts > lo)  # groups with entries in this slab
+            row = np.searchsorted(cols, grp[take])
+            pv = np.full((cols.size, hi - lo), np.inf, dtype=np.float32)
+            pv[row, pos[take] - lo] = key[take]
+            pi = np.full((cols.size, hi - lo), -1, dtype=np.int64)
+            pi[row, pos[take] - lo] = src[take] + i0
+            subset = col[head[cols]].astype(np.int64) + j0
+            with lock:
+                heaps.addn_query_subset_with_ids(
+                    cols.size, faiss.swig_ptr(subset), hi - lo, faiss.swig_ptr(pv), faiss.swig_ptr(pi), hi - lo
+                )
 
     omp = faiss.omp_get_max_threads()
     with _single_threaded_blas(), ThreadPoolExecutor(_WORKERS) as pool:
