@@ -22,7 +22,9 @@ import hashlib
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +41,10 @@ Table = tuple[npt.NDArray[np.int32], npt.NDArray[np.float64]]
 
 #: The artefact kind of the prepared k-NN tables (deniable.artefacts).
 KNN_KIND = "tem-knn"
-#: Query words per block of the prepared build (bounds its memory: about 0.6 GiB at k = 256).
-_BUILD_BLOCK = 8192
+#: Rows and columns of one tile of the prepared build's symmetric k-NN search.
+_TILE = 1024
+#: Worker threads of the prepared build (one BLAS thread each).
+_WORKERS = 2
 #: Size of the strided sample of the screening row behind the sketch and the threshold.
 _SAMPLE = 4096
 #: rows of exact neighbour distances computed at once in the build (k x dim float64 each)
@@ -228,7 +232,7 @@ def build_knn_artefact(
     try:
         with progress(v, what, enabled=show_progress) as advance:
             if k < v and geo.screening and metric in ("euclidean", "angular"):
-                blocks = _knn_blocks_faiss(geo, k, n_sketch)
+                blocks = _knn_blocks_symmetric(geo, k, n_sketch)
             else:
                 blocks = _knn_blocks_rows(geo, k, n_sketch)
             for ids, dist in blocks:
@@ -252,46 +256,45 @@ def _knn_blocks_rows(geo: Geometry, k: int, n_sketch: int) -> Iterator[tuple[np.
         yield np.stack([e[0] for e in entries]), np.stack([e[1] for e in entries])
 
 
-def _knn_blocks_faiss(geo: Geometry, k: int, n_sketch: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Blocks of k-NN tables by faiss exact search (euclidean: squared L2; angular: cosines).
+def _knn_blocks_symmetric(geo: Geometry, k: int, n_sketch: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Blocks of k-NN tables from the symmetric blocked search (euclidean and angular).
 
-    faiss's float32 values are ``|q|^2 + |y|^2 - 2 q.y`` (or ``q.y`` of unit vectors),
-    the same quantities as :meth:`Geometry.screen`, with a rounding error within the a
-    priori bound that :meth:`Geometry.bound_values` subtracts (it allows any summation
-    order), so ``d_env`` from faiss's (k+1)-th value is a proven lower bound too.
+    The keys are float32 ``|q|^2 + |y|^2 - 2 q.y`` (euclidean) or ``-q.y`` of unit
+    vectors (angular), the quantities of :meth:`Geometry.screen` (smaller = closer); the
+    pair ``(i, j)`` is computed once and feeds the heaps of both words, in an order of
+    summation that may differ from the row's own, which the a priori error bound of
+    :meth:`Geometry.bound_values` allows, so ``d_env`` from the (k+1)-th key is a proven
+    lower bound.
     """
-    import faiss
-
     v, n = geo.size, geo.dim
     angular = geo.metric == "angular"
-    first, second = geo._block_operands(np.dtype(np.float32))  # the operands of Geometry.block
-    if angular:
-        base = first  # unit rows
-        index: Any = faiss.IndexFlatIP(n)
-        sample_t = np.ascontiguousarray(second[:, :: max(1, v // _SAMPLE)])
-    else:
-        base = np.ascontiguousarray(geo.x, dtype=np.float32)
-        index = faiss.IndexFlatL2(n)
-        aug = first  # [-2 y ; |y|^2]
-        sample_t = np.ascontiguousarray(aug[:, :: max(1, v // _SAMPLE)])
-    index.add(base)
-    for s in range(0, v, _BUILD_BLOCK):
-        q = np.arange(s, min(v, s + _BUILD_BLOCK), dtype=np.int64)
-        dq, iq = index.search(base[q], k + 1)
-        e_ids = np.sort(iq[:, :k], axis=1).astype(np.int64)
+    first, second = geo._block_operands(np.dtype(np.float32))  # the operands of Geometry.screen
+    add_rows: np.ndarray | None
+
+    def left(i0: int, i1: int) -> np.ndarray:
         if angular:
-            kth = -dq[:, k]
-            sample = -(base[q] @ sample_t)
-        else:
-            kth = dq[:, k]
-            left = np.empty((q.size, n + 1), dtype=np.float32)
-            left[:, :-1] = base[q]
-            left[:, -1] = 1.0
-            sample = left @ sample_t
-            sample += geo._sq[q][:, None]
+            return np.negative(first[i0:i1])  # -unit rows: keys -cos, exact negations of the cosines
+        rows = np.empty((i1 - i0, n + 1), dtype=np.float32)
+        rows[:, :-1] = geo.x[i0:i1]
+        rows[:, -1] = 1.0
+        return rows
+
+    if angular:
+        right, add_rows = second, None
+    else:
+        right, add_rows = first, geo._sq  # [-2 y ; |y|^2], |q|^2
+    sample_t = np.ascontiguousarray(right[:, :: max(1, v // _SAMPLE)])
+    # two float32 evaluations of one key differ by at most twice the a priori error bound
+    slack = 2.0 * geo._err(int(np.argmax(geo._norms)))
+    for s, keys, nn in _knn_heaps(left, right, add_rows, k + 1, slack):
+        q = np.arange(s, s + keys.shape[0], dtype=np.int64)
+        e_ids = np.sort(nn[:, :k], axis=1)
+        kth32 = keys[:, k]
         # the sketch: the same order statistics of the sampled far keys as knn_entry takes
+        sample = left(s, s + q.size) @ sample_t
+        if add_rows is not None:
+            sample += add_rows[q][:, None]
         sample.sort(axis=1)
-        kth32 = kth.astype(np.float32)
         inside = np.count_nonzero(sample < kth32[:, None], axis=1)  # sampled keys < kth
         n_s = sample.shape[1]
         far_n = n_s - inside
@@ -308,3 +311,127 @@ def _knn_blocks_faiss(geo: Geometry, k: int, n_sketch: int) -> Iterator[tuple[np
             exact[c : c + _EXACT_CHUNK] = geo.exact_paired(q[c : c + _EXACT_CHUNK, None], e_ids[c : c + _EXACT_CHUNK])
         ids = np.concatenate([e_ids, np.full((q.size, 1 + n_sketch), -1)], axis=1)
         yield ids, np.concatenate([exact, env], axis=1)
+
+
+def _knn_heaps(
+    left: Callable[[int, int], np.ndarray],
+    right: np.ndarray,
+    add_rows: np.ndarray | None,
+    k1: int,
+    slack: float,
+    *,
+    tile: int | None = None,
+) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """The ``k1`` smallest keys of every row, ``key(i, j) = left(i, i + 1) @ right[:, j] (+ add_rows[i])``.
+
+    ``left(i0, i1)`` gives the left operand's rows ``i0:i1`` (built per tile, not held).
+    The key must be symmetric in exact arithmetic (``key(i, j) = key(j, i)`` up to float32
+    rounding): each tile ``(I, J)``, ``I <= J``, is computed once (one float32 BLAS product
+    of ``tile x tile``) and feeds the faiss max-heaps of its rows (every value) and of its
+    columns (only values at most the column's current heap top, which only decreases, and
+    at most its seed: the k1-th smallest key over a strided sample of columns plus
+    ``slack``, a bound on the difference of two float32 evaluations of one key; so at least
+    k1 keys of every column pass and none of its k1 smallest is dropped).
+    Two worker threads with single-threaded BLAS and faiss share the tiles; heap updates
+    and the reads of heap tops hold a lock. Yields ``(start, keys, ids)`` per block of
+    ``tile`` rows, in row order, as soon as the block is final (keys ascending,
+    ``(rows, k1)`` float32 and int64); the next row of tiles is already running meanwhile.
+    Memory: the heaps of all rows, ``12 k1`` bytes per row.
+    """
+    import faiss
+
+    tile = tile or _TILE
+    v = right.shape[1]
+    vals = np.empty((v, k1), dtype=np.float32)
+    nn = np.empty((v, k1), dtype=np.int64)
+    heaps: Any = faiss.float_maxheap_array_t()  # (the stubs miss addn's offsets)
+    heaps.k, heaps.nh = k1, v
+    heaps.val, heaps.ids = faiss.swig_ptr(vals), faiss.swig_ptr(nn)
+    heaps.heapify()
+    top = vals[:, 0]  # the largest kept key of each heap
+    lock = threading.Lock()
+    starts = list(range(0, v, tile))
+    seed = np.full(v, np.inf, dtype=np.float32)
+    sample = right[:, :: max(1, v // _SAMPLE)]
+
+    def seed_rows(i0: int) -> None:
+        i1 = min(v, i0 + tile)
+        g = left(i0, i1) @ sample
+        if add_rows is not None:
+            g += add_rows[i0:i1, None]
+        kth = np.partition(g, k1 - 1, axis=1)[:, k1 - 1].astype(np.float64) + slack
+        seed[i0:i1] = np.nextafter(kth.astype(np.float32), np.float32(np.inf))  # rounded up
+
+    def one_tile(i0: int, j0: int) -> None:
+        i1, j1 = min(v, i0 + tile), min(v, j0 + tile)
+        c = j1 - j0
+        g = left(i0, i1) @ right[:, j0:j1]
+        if add_rows is not None:
+            g += add_rows[i0:i1, None]
+        if i0 != j0:  # the column words' heaps: keep only what can enter them (cheap filter)
+            with lock:
+                tc = np.minimum(top[j0:j1], seed[j0:j1])
+            hit = np.flatnonzero(g <= tc[None, :])
+            col = (hit % c).astype(np.int16 if c <= 1 << 15 else np.int64)  # int16: a radix sort
+            order = np.argsort(col, kind="stable")
+            col, src, key = col[order], (hit // c)[order], g.reshape(-1)[hit[order]]
+        with lock:  # the row words' heaps: every value (faiss compares with the heap tops)
+            heaps.addn(c, faiss.swig_ptr(g), j0, i0, i1 - i0)
+        if i0 == j0 or col.size == 0:
+            return
+        head = np.flatnonzero(np.r_[True, col[1:] != col[:-1]])
+        counts = np.diff(np.r_[head, col.size])
+        grp = np.repeat(np.arange(head.size), counts)
+        pos = np.arange(col.size) - head[grp]
+        # padded rows of values per column (+inf never enters a heap): a first slab about
+        # twice the mean count wide, then the few longer columns' rest
+        w = max(1, 2 * -(-col.size // head.size))
+        for lo, hi in ((0, w), (w, int(counts.max()))):
+            if hi <= lo:
+                continue
+            take = (pos >= lo) & (pos < hi) if lo else pos < hi
+            cols = np.flatnonzero(counts > lo)  # groups with entries in this slab
+            row = np.searchsorted(cols, grp[take])
+            pv = np.full((cols.size, hi - lo), np.inf, dtype=np.float32)
+            pv[row, pos[take] - lo] = key[take]
+            pi = np.full((cols.size, hi - lo), -1, dtype=np.int64)
+            pi[row, pos[take] - lo] = src[take] + i0
+            subset = col[head[cols]].astype(np.int64) + j0
+            with lock:
+                heaps.addn_query_subset_with_ids(
+                    cols.size, faiss.swig_ptr(subset), hi - lo, faiss.swig_ptr(pv), faiss.swig_ptr(pi), hi - lo
+                )
+
+    omp = faiss.omp_get_max_threads()
+    with _single_threaded_blas(), ThreadPoolExecutor(_WORKERS) as pool:
+        faiss.omp_set_num_threads(1)
+        try:
+            if sample.shape[1] >= k1:
+                for f in [pool.submit(seed_rows, i0) for i0 in starts]:
+                    f.result()
+            pending = [pool.submit(one_tile, starts[0], j0) for j0 in starts]
+            for b, i0 in enumerate(starts):
+                for f in pending:
+                    f.result()
+                nxt = starts[b + 1] if b + 1 < len(starts) else None
+                pending = [] if nxt is None else [pool.submit(one_tile, nxt, j0) for j0 in starts if j0 >= nxt]
+                i1 = min(v, i0 + tile)
+                order = np.argsort(vals[i0:i1], axis=1, kind="stable")
+                keys = np.take_along_axis(vals[i0:i1], order, axis=1)
+                ids = np.take_along_axis(nn[i0:i1], order, axis=1)
+                if np.any(ids < 0):  # cannot happen: every row meets all v >= k1 columns
+                    raise RuntimeError("k-NN build: a heap was not filled")
+                yield i0, keys, ids
+        finally:
+            for f in pending:
+                f.cancel()
+            faiss.omp_set_num_threads(omp)
+
+
+def _single_threaded_blas() -> AbstractContextManager[Any]:
+    """One BLAS thread per worker while the build's two workers run (when threadpoolctl is there)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - optional: only slower without it
+        return nullcontext()
+    return threadpool_limits(1, user_api="blas")
