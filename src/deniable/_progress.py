@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 __all__ = ["progress"]
 
@@ -25,6 +27,21 @@ def progress(
     if not show:
         yield lambda n: None
         return
+    with _shared_bar() as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda n: bar.advance(task, n)
+
+
+_lock = threading.Lock()
+_bar: Any = None  # the rich Progress on screen, shared by concurrent and nested bars
+_users = 0
+
+
+@contextmanager
+def _shared_bar() -> Iterator[Any]:
+    """One rich ``Progress`` for every bar open at once (rich allows one live display):
+    bars of concurrent builds (threads) or nested steps are tasks of the same display."""
+    global _bar, _users
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -35,14 +52,25 @@ def progress(
         TimeRemainingColumn,
     )
 
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=Console(stderr=True),
-        transient=False,
-    ) as bar:
-        task = bar.add_task(description, total=total)
-        yield lambda n: bar.advance(task, n)
+    with _lock:
+        if _bar is None:
+            _bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+                transient=False,
+            )
+            _bar.start()
+        _users += 1
+        bar = _bar
+    try:
+        yield bar
+    finally:
+        with _lock:
+            _users -= 1
+            if _users == 0:
+                _bar.stop()
+                _bar = None

@@ -31,6 +31,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -396,10 +397,21 @@ def prepare(
     Returns the artefacts (built now or found verified). Mechanisms that need nothing
     prepared are accepted and add nothing.
     """
-    return [
-        build_artefact(embedding, kind, params, show_progress=show_progress, rebuild=rebuild)
-        for kind, params in planned_artefacts(embedding, mechanisms, metric=metric, options=options)
-    ]
+    names = [mechanisms] if isinstance(mechanisms, str) else list(mechanisms)
+    groups = [planned_artefacts(embedding, [name], metric=metric, options=options) for name in names]
+    groups = [g for g in groups if g]
+
+    def build_group(group: list[tuple[str, dict[str, Any]]]) -> list[ArtefactInfo]:
+        return [build_artefact(embedding, k, p, show_progress=show_progress, rebuild=rebuild) for k, p in group]
+
+    if len(groups) <= 1:
+        return [info for group in groups for info in build_group(group)]
+    # each mechanism's artefacts in order, two mechanisms at a time: the long TEM build
+    # leaves part of the CPU idle (its two workers wait on each other), which the others
+    # use; the locks keep a shared artefact (the same HNSW index) built once
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = [pool.submit(build_group, group) for group in groups]
+        return [info for f in futures for info in f.result()]
 
 
 def _register_builtin() -> None:
