@@ -684,7 +684,7 @@ class TruncatedExponential(Mechanism):
         missing = [j for j, t in zip(heavy.tolist(), tables, strict=True) if t is None]
         built: dict[int, Table] = {}
         if missing:
-            for w, row in self._rows(words[np.array(missing, dtype=np.int64)]):
+            for w, row in self._rows(words[np.array(missing, dtype=np.int64)], show=False):  # ~20 ms a word
                 cand = self._geo.candidates(w, row, self._gamma)
                 assert cand is not None
                 built[w] = self._build_table(w, cand)
