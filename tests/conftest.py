@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -65,6 +67,29 @@ def make_toy_embedding() -> Embedding:
             words.append(w)
             vecs.append(centre + r.normal(scale=0.5, size=4))
     return Embedding(words, np.array(vecs, dtype=np.float32), name="toy")
+
+
+def write_labelled_csvs(
+    root: Path,
+    row: Callable[[int, np.random.Generator], list[str]],
+    *,
+    n: int = 60,
+    header: tuple[str, str] = ("text", "label"),
+) -> dict[str, Path]:
+    """The toy embedding saved as ``root/emb`` and ``train.csv`` / ``test.csv`` of ``n`` rows
+    ``row(i, rng)`` each (one generator seeded 0 for both files); ``{"emb", "train", "test"}``."""
+    make_toy_embedding().save(root / "emb")
+    rng = np.random.default_rng(0)
+    out = {"emb": root / "emb"}
+    for part in ("train", "test"):
+        path = root / f"{part}.csv"
+        with open(path, "w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh)
+            w.writerow(list(header))
+            for i in range(n):
+                w.writerow(row(i, rng))
+        out[part] = path
+    return out
 
 
 @pytest.fixture(scope="session")

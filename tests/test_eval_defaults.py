@@ -25,22 +25,13 @@ MARKERS = {"alpha": "zqxalpha", "beta": "zqxbeta"}  # not in the toy vocabulary
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Train / test CSVs whose label is readable only from an out-of-vocabulary marker word."""
-    from conftest import make_toy_embedding
+    from conftest import write_labelled_csvs
 
-    root = tmp_path_factory.mktemp("oovdata")
-    make_toy_embedding().save(root / "emb")
-    rng = np.random.default_rng(0)
-    out = {"emb": root / "emb"}
-    for part in ("train", "test"):
-        path = root / f"{part}.csv"
-        with open(path, "w", newline="", encoding="utf-8") as fh:
-            w = csv.writer(fh)
-            w.writerow(["text", "label"])
-            for i in range(60):
-                label = "alpha" if i % 2 else "beta"
-                w.writerow([MARKERS[label] + " " + " ".join(rng.choice(FILLER, 5)), label])
-        out[part] = path
-    return out
+    def row(i: int, rng: np.random.Generator) -> list[str]:
+        label = "alpha" if i % 2 else "beta"
+        return [MARKERS[label] + " " + " ".join(rng.choice(FILLER, 5)), label]
+
+    return write_labelled_csvs(tmp_path_factory.mktemp("oovdata"), row)
 
 
 def _evaluate(files: dict[str, Path], out: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> dict[str, float]:

@@ -19,22 +19,13 @@ SECRET = "Hockey"
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    from conftest import make_toy_embedding
+    from conftest import write_labelled_csvs
 
-    root = tmp_path_factory.mktemp("evaldata")
-    make_toy_embedding().save(root / "emb")
-    rng = np.random.default_rng(0)
-    out = {"emb": root / "emb"}
-    for part, n in (("train", 80), ("test", 80)):
-        path = root / f"{part}.csv"
-        with open(path, "w", newline="", encoding="utf-8") as fh:
-            w = csv.writer(fh)
-            w.writerow(["review", "topic"])
-            for i in range(n):
-                words = SPORT if i % 2 else SPACE
-                w.writerow([SECRET + " " + " ".join(rng.choice(words, 6)) + "!", "sport" if i % 2 else "space"])
-        out[part] = path
-    return out
+    def row(i: int, rng: np.random.Generator) -> list[str]:
+        words = SPORT if i % 2 else SPACE
+        return [SECRET + " " + " ".join(rng.choice(words, 6)) + "!", "sport" if i % 2 else "space"]
+
+    return write_labelled_csvs(tmp_path_factory.mktemp("evaldata"), row, n=80, header=("review", "topic"))
 
 
 def base(files: dict[str, Path], out: Path) -> list[str]:

@@ -160,21 +160,14 @@ def test_peak_rss_counts_an_allocation() -> None:
 
 
 def _toy_data(root: Path) -> dict[str, Path]:
-    from conftest import make_toy_embedding
+    from conftest import write_labelled_csvs
 
-    make_toy_embedding().save(root / "emb")
-    rng = np.random.default_rng(0)
-    out = {"emb": root / "emb"}
     sport, space = ["hockey", "soccer", "puck", "goal", "game"], ["nasa", "esa", "rocket", "orbit", "launch"]
-    for part in ("train", "test"):
-        path = root / f"{part}.csv"
-        with open(path, "w", newline="", encoding="utf-8") as fh:
-            w = csv.writer(fh)
-            w.writerow(["text", "label"])
-            for i in range(60):
-                w.writerow([" ".join(rng.choice(sport if i % 2 else space, 6)), "sport" if i % 2 else "space"])
-        out[part] = path
-    return out
+
+    def row(i: int, rng: np.random.Generator) -> list[str]:
+        return [" ".join(rng.choice(sport if i % 2 else space, 6)), "sport" if i % 2 else "space"]
+
+    return write_labelled_csvs(root, row)
 
 
 def test_cli_fair_report_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

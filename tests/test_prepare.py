@@ -22,6 +22,7 @@ from deniable.artefacts import (
     remove_artefacts,
 )
 from deniable.embedding import Embedding as _Embedding
+from deniable.mechanisms import _tem_store
 from deniable.mechanisms import tem as tem_module
 from deniable.mechanisms._tem_geometry import Geometry
 from deniable.mechanisms._tem_store import knn_entry
@@ -36,11 +37,15 @@ def _tables(emb: Embedding, metric: str) -> tuple[np.ndarray, np.ndarray]:
     return np.load(info.file("ids.npy"), mmap_mode="r"), np.load(info.file("dist.npy"), mmap_mode="r")
 
 
+@pytest.mark.parametrize("tile", [None, 64])  # one tile, or several with a ragged last one
 @pytest.mark.parametrize("metric", METRICS)
-def test_prepared_tables_are_the_lazy_tables(monkeypatch: pytest.MonkeyPatch, metric: str) -> None:
-    # blocked build (faiss for euclidean / angular) = the row-by-row k-NN table of every word
+def test_prepared_tables_are_the_lazy_tables(monkeypatch: pytest.MonkeyPatch, metric: str, tile: int | None) -> None:
+    # the prepared build (symmetric tiled search for euclidean / angular) = the row-by-row
+    # k-NN table of every word
     k = 8
     monkeypatch.setattr(tem_module, "_KNN_K", k)
+    if tile is not None:
+        monkeypatch.setattr(_tem_store, "_TILE", tile)
     v = 400
     emb = make_tiny_embedding(v, 4, seed=50)
     ids, dist = _tables(emb, metric)

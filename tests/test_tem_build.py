@@ -6,11 +6,9 @@ import numpy as np
 import pytest
 
 from conftest import make_tiny_embedding
-from deniable.artefacts import prepare
 from deniable.mechanisms import _tem_store
-from deniable.mechanisms import tem as tem_module
 from deniable.mechanisms._tem_geometry import Geometry
-from deniable.mechanisms._tem_store import _knn_heaps, knn_entry
+from deniable.mechanisms._tem_store import _knn_heaps
 
 
 def _screen_rows(geo: Geometry) -> np.ndarray:
@@ -52,24 +50,3 @@ def test_heaps_hold_the_smallest_keys_of_every_row(
         assert np.unique(ids[w]).size == k1  # k1 distinct words
         outside = np.setdiff1d(np.arange(v), ids[w])
         assert full[w, outside].min() >= keys[w, -1] - 1e-5  # nothing closer was left out
-
-
-@pytest.mark.parametrize("metric", ["euclidean", "angular"])
-def test_prepared_tables_over_many_tiles(monkeypatch: pytest.MonkeyPatch, metric: str) -> None:
-    # the artefact built over several tiles (ragged last one) = the row-by-row tables
-    k, v = 12, 300
-    monkeypatch.setattr(tem_module, "_KNN_K", k)
-    monkeypatch.setattr(_tem_store, "_TILE", 64)
-    emb = make_tiny_embedding(v, 4, seed=51)
-    (info,) = prepare(emb, ["tem"], metric=metric, show_progress=False)
-    ids, dist = np.load(info.file("ids.npy")), np.load(info.file("dist.npy"))
-    geo = Geometry(emb, metric)
-    row = np.empty((1, v), dtype=np.float32)
-    for w in range(v):
-        geo.screen(np.array([w]), row)
-        lazy_ids, lazy_dist = knn_entry(geo, w, row[0], k, 32)
-        assert np.array_equal(ids[w], lazy_ids)
-        assert np.array_equal(dist[w, :k], geo.exact(w, ids[w, :k].astype(np.int64)))  # bit for bit
-        outside = np.setdiff1d(np.arange(v), ids[w, :k])
-        assert dist[w, k] <= geo.exact(w, outside).min()  # d_env: a proven lower bound
-        assert np.isclose(dist[w, k], lazy_dist[k], rtol=1e-5, atol=1e-6)
