@@ -626,11 +626,11 @@ class TruncatedExponential(Mechanism):
             assert prepared is not None
             if not self.history_free:
                 done = self._sample_heavy(words, inv, move, totals[move], out, rng)
-                if done.any():
+                if done.any():  # drop those words' tokens, renumbering the rest (no second unique)
                     keep = ~done[inv]
-                    move, u_move = move[keep], u_move[keep]
-                    words, inv = np.unique(flat[move], return_inverse=True)
-                    inv = inv.ravel()
+                    renumber = np.cumsum(~done) - 1
+                    move, u_move, inv = move[keep], u_move[keep], renumber[inv[keep]]
+                    words = words[~done]
             if move.size:
                 usable = self._sample_knn(words, prepared.rows(words), inv, move, out, rng, u_first=u_move)
                 if not usable.all():  # the totals come from the same test: never
