@@ -19,6 +19,7 @@ import pytest
 from conftest import make_tiny_embedding, make_toy_embedding
 from deniable.artefacts import list_artefacts, open_artefact, planned_artefacts, prepare
 from deniable.mechanisms import tem as tem_module
+from deniable.mechanisms._tem_far import FAR_KIND
 from deniable.mechanisms._tem_geometry import Geometry
 from deniable.mechanisms.tem import TOTALS_KIND, TruncatedExponential
 from test_tem_support import ALPHA, force_path, g_test_pvalue
@@ -65,12 +66,13 @@ def test_prepared_totals_sample_exactly_without_scanning(
     opts = force_path(monkeypatch, "knn")  # k = 8 of 400 words: the outside part is exercised
     emb = make_tiny_embedding(400, 3, seed=61)
     infos = prepare(emb, ["tem"], metric=metric, options={"epsilon": eps}, show_progress=False)
-    assert [i.kind for i in infos] == ["tem-knn", TOTALS_KIND]
+    assert [i.kind for i in infos] == ["tem-knn", FAR_KIND, TOTALS_KIND]
     _no_scan(monkeypatch)
     mech = TruncatedExponential(emb, eps, metric=metric, **opts)  # type: ignore[arg-type]
     batch = _batch()
     y = mech.privatize(batch, np.random.default_rng(1))
     assert mech._prepared.totals is not None and mech._prepared.memo is None  # type: ignore[attr-defined]
+    assert mech._prepared.far is not None  # type: ignore[attr-defined]  # the far bounds' envelope
     for w in WORDS:
         assert g_test_pvalue(y[batch == w], mech.distribution(w)[1]) > ALPHA
     # another epsilon has no prepared totals: the memo serves it, and samples exactly too
@@ -124,18 +126,18 @@ def test_the_test_rejects_a_broken_continuation_and_a_wrong_epsilon(monkeypatch:
 def test_totals_are_the_samplers_totals_and_zero_where_it_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
     force_path(monkeypatch, "knn")
     emb = make_tiny_embedding(300, 3, seed=63)
-    _, info = prepare(emb, ["tem"], options={"epsilon": 4.0}, show_progress=False)
+    _, _, info = prepare(emb, ["tem"], options={"epsilon": 4.0}, show_progress=False)
     totals = np.load(info.file("totals.npy"))
     mech = TruncatedExponential(emb, 4.0)
     knn = mech._prepared_knn()  # type: ignore[attr-defined]
     assert knn is not None
     words = np.arange(emb.size)
-    _, _, m_e, total, _, _, _ = mech._knn_arrays(knn.rows(words))  # type: ignore[attr-defined]
+    _, _, m_e, total, _, _, _ = mech._knn_arrays(knn.rows(words), words)  # type: ignore[attr-defined]
     assert np.array_equal(totals, total) and np.all(totals >= m_e) and np.all(m_e >= 1.0)
     # envelopes too expensive to use: total 0, those words take the other samplers (exactly)
     monkeypatch.setattr(tem_module, "_KNN_MAX_RATIO", 0.0)
     monkeypatch.setattr(tem_module, "_KNN_MAX_EST", 0.0)
-    _, info = prepare(emb, ["tem"], options={"epsilon": 4.0}, show_progress=False)  # another artefact
+    _, _, info = prepare(emb, ["tem"], options={"epsilon": 4.0}, show_progress=False)  # another artefact
     assert not np.load(info.file("totals.npy")).any()
     mech = TruncatedExponential(emb, 4.0, table_max=1)
     batch = np.tile(np.array([7, 8]), 20000)
@@ -168,21 +170,22 @@ def test_planned_and_cli_prepare_tem_epsilons(
     monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
     emb = make_toy_embedding()
     planned = planned_artefacts(emb, ["tem"], options={"epsilon": [2, 10.0]})
-    assert [k for k, _ in planned] == ["tem-knn", TOTALS_KIND, TOTALS_KIND]
-    assert [p["epsilon"] for _, p in planned[1:]] == [2.0, 10.0]
+    assert [k for k, _ in planned] == ["tem-knn", FAR_KIND, TOTALS_KIND, TOTALS_KIND]
+    assert [p["epsilon"] for _, p in planned[2:]] == [2.0, 10.0]
     # gamma follows the mechanism's own (from beta, or given)
-    ((_, p),) = planned_artefacts(emb, ["tem"], options={"epsilon": 5, "gamma": 1.5})[1:]
+    ((_, p),) = planned_artefacts(emb, ["tem"], options={"epsilon": 5, "gamma": 1.5})[2:]
     assert p["gamma"] == 1.5
     emb_dir = tmp_path / "toy"
     emb.save(emb_dir)
     assert run_app(["prepare", "-m", "tem", "-e", "2,10", "--embedding", str(emb_dir), "-q"]) == 0
     assert run_app(["prepare", "--list", "-q"]) == 0
     kinds = sorted(line.split("\t")[0] for line in capsys.readouterr().out.splitlines())
-    assert kinds == ["tem-knn", TOTALS_KIND, TOTALS_KIND]
-    assert open_artefact(emb, *planned[2]) is not None
+    assert kinds == sorted(["tem-knn", FAR_KIND, TOTALS_KIND, TOTALS_KIND])
+    assert open_artefact(emb, *planned[3]) is not None
     assert run_app(["prepare", "--remove", "-m", "tem", "-e", "10", "--embedding", str(emb_dir), "-q"]) == 0
-    assert open_artefact(emb, *planned[2]) is None and open_artefact(emb, *planned[1]) is not None
-    assert open_artefact(emb, *planned[0]) is None  # the plan of `-m tem -e 10` includes the k-NN tables
+    assert open_artefact(emb, *planned[3]) is None and open_artefact(emb, *planned[2]) is not None
+    # the plan of `-m tem -e 10` includes the k-NN tables and the far bounds
+    assert open_artefact(emb, *planned[0]) is None and open_artefact(emb, *planned[1]) is None
     assert run_app(["prepare", "-m", "tem", "-e", "x", "--embedding", str(emb_dir), "-q"]) == 2
 
 

@@ -417,10 +417,11 @@ def prepare(
 def _register_builtin() -> None:
     from . import binarize
     from .index import binary, faiss_index, tuned
-    from .mechanisms import _tem_store, tem
+    from .mechanisms import _tem_far, _tem_store, tem
 
     register_kind(_tem_store.KNN_KIND, _tem_store.build_knn_artefact)
     register_kind(tem.TOTALS_KIND, tem.build_totals_artefact)
+    register_kind(_tem_far.FAR_KIND, _tem_far.build_far_artefact)
     register_kind(faiss_index.HNSW_KIND, faiss_index.build_hnsw_artefact)
     register_kind(binarize.CODES_KIND, binarize.build_codes_artefact)
     register_kind(binary.BINARY_HNSW_KIND, binary.build_binary_hnsw_artefact)

@@ -59,6 +59,7 @@ from .._progress import progress
 from .._validation import check_epsilon, check_int, check_positive, check_probability
 from ..embedding import Embedding, Vocabulary
 from ..metrics import check_metric
+from ._tem_far import FAR_KIND, FAR_METRICS, PreparedFar, far_artefact_params
 from ._tem_geometry import TEM_METRICS, Geometry, TemDistributions, tem_distributions
 from ._tem_store import KNN_KIND, PreparedKnn, Table, TableStore, _touch_pages, knn_entry
 from .base import Mechanism
@@ -112,6 +113,9 @@ _KNN_TOKENS = 1 << 15
 _HEAVY_PROPOSALS = 1 << 16
 #: Words whose envelope totals are computed at once (bounds scratch memory: ~2 KB a word).
 _TOTALS_BLOCK = 1 << 14
+#: Words whose far-bound layouts (:meth:`TruncatedExponential._far_layout`: 16 bytes x
+#: clusters a word) are held at once.
+_FAR_WORDS = 1 << 11
 
 
 def knn_artefact_params(embedding: Embedding, metric: str) -> dict[str, object]:
@@ -123,15 +127,24 @@ def knn_artefact_params(embedding: Embedding, metric: str) -> dict[str, object]:
 TOTALS_KIND = "tem-totals"
 
 
-def totals_artefact_params(embedding: Embedding, metric: str, epsilon: float, gamma: float) -> dict[str, object]:
-    """Parameters of the prepared envelope totals of every word at ``epsilon`` and ``gamma``."""
-    return {
+def totals_artefact_params(
+    embedding: Embedding, metric: str, epsilon: float, gamma: float, far: bool = False
+) -> dict[str, object]:
+    """Parameters of the prepared envelope totals of every word at ``epsilon`` and ``gamma``.
+
+    ``far``: the envelope uses the prepared far bounds (:mod:`._tem_far`), which change
+    the totals; they are then part of the key.
+    """
+    out: dict[str, object] = {
         "knn": knn_artefact_params(embedding, metric),
         "epsilon": float(epsilon),
         "gamma": float(gamma),
         "usable": [_KNN_MAX_RATIO, _KNN_MAX_EST],
         "format": 1,
     }
+    if far:
+        out["far"] = far_artefact_params(embedding, metric)
+    return out
 
 
 def build_totals_artefact(
@@ -154,6 +167,9 @@ def build_totals_artefact(
     mech = TruncatedExponential(embedding, float(params["epsilon"]), metric=metric, gamma=float(params["gamma"]))
     info = build_artefact(embedding, KNN_KIND, knn_params, show_progress=show_progress)
     knn = PreparedKnn(info.path, int(knn_params["k"]))
+    if "far" in params:  # the envelope the sampler will use: with the far bounds
+        far_info = build_artefact(embedding, FAR_KIND, dict(params["far"]), show_progress=show_progress)
+        mech._prepared.far = PreparedFar(far_info.path)
     v = embedding.size
     totals = np.empty(v, dtype=np.float64)
     what = f"TEM: envelope totals of {v:,} words (eps {mech.epsilon:g})"
@@ -170,6 +186,7 @@ class _Prepared:
 
     ``memo``: envelope totals of the words met so far in this process, when no totals are
     prepared (not history-free: it is per-word state); NaN where not computed yet.
+    ``far``: the prepared far bounds, when there are (they tighten the envelope of far words).
     """
 
     def __init__(self) -> None:
@@ -178,6 +195,7 @@ class _Prepared:
         self.knn: PreparedKnn | None = None
         self.totals: npt.NDArray[np.float64] | None = None
         self.memo: npt.NDArray[np.float64] | None = None
+        self.far: PreparedFar | None = None
 
 
 def theorem3_gamma(epsilon: float, beta: float, vocab_size: int) -> float:
@@ -232,11 +250,12 @@ def _count_at_most(cum: np.ndarray, rows: np.ndarray, u: np.ndarray) -> npt.NDAr
     base = rows.astype(np.int64) * width - 1  # flat index of cum[row, c - 1] is base + c
     pos = np.zeros(rows.size, dtype=np.int64)
     step = 1 << (width.bit_length() - 1) if width else 0
+    # branch-free: a candidate past the row is clamped to ``width`` (taken exactly when the
+    # whole row is <= u, which is then the answer); the later, smaller steps still reach
+    # every count below it
     while step:
-        cand = pos + step
-        ok = cand <= width
-        ok[ok] = flat[base[ok] + cand[ok]] <= u[ok]
-        pos[ok] = cand[ok]
+        cand = np.minimum(pos + step, width)
+        pos = np.where(flat[base + cand] <= u, cand, pos)
         step >>= 1
     return pos
 
@@ -373,9 +392,13 @@ class TruncatedExponential(Mechanism):
         epsilons = options.get("epsilon")
         if epsilons is not None:
             given = {name: options[name] for name in ("gamma", "beta") if options.get(name) is not None}
-            for eps in [epsilons] if isinstance(epsilons, int | float) else list(epsilons):
+            eps_list = [epsilons] if isinstance(epsilons, int | float) else list(epsilons)
+            far = metric in FAR_METRICS and bool(eps_list)
+            if far:  # an epsilon is named: the far bounds too (they pay off below eps ~ 10)
+                out.append((FAR_KIND, far_artefact_params(embedding, metric)))
+            for eps in eps_list:
                 mech = cls(embedding, eps, metric=metric, cache=False, **given)
-                out.append((TOTALS_KIND, mech._totals_params()))
+                out.append((TOTALS_KIND, mech._totals_params(far)))
         return out
 
     def __post_init__(self) -> None:
@@ -472,6 +495,10 @@ class TruncatedExponential(Mechanism):
                 info = open_artefact(self.embedding, KNN_KIND, knn_artefact_params(self.embedding, self.metric))
                 if info is not None:
                     holder.knn = PreparedKnn(info.path, self._k, prefault=self.history_free)
+                    if self.metric in FAR_METRICS:
+                        far = open_artefact(self.embedding, FAR_KIND, far_artefact_params(self.embedding, self.metric))
+                        if far is not None:
+                            holder.far = PreparedFar(far.path, prefault=self.history_free)
                     totals = open_artefact(self.embedding, TOTALS_KIND, self._totals_params())
                     if totals is not None:
                         holder.totals = np.asarray(np.load(totals.file("totals.npy"), mmap_mode="r"))
@@ -480,8 +507,11 @@ class TruncatedExponential(Mechanism):
                 holder.loaded = True
         return holder.knn
 
-    def _totals_params(self) -> dict[str, object]:
-        return totals_artefact_params(self.embedding, self.metric, self.epsilon, self._gamma)
+    def _totals_params(self, far: bool | None = None) -> dict[str, object]:
+        """The totals' key; ``far`` (default: whether this mechanism uses prepared far bounds)."""
+        if far is None:
+            far = self._prepared.far is not None
+        return totals_artefact_params(self.embedding, self.metric, self.epsilon, self._gamma, far)
 
     def _envelope_totals(self, words: npt.NDArray[np.int64], entries: Table) -> npt.NDArray[np.float64]:
         """The k-NN envelope's total mass of each word, 0.0 where the self-first sampler does not apply.
@@ -489,7 +519,7 @@ class TruncatedExponential(Mechanism):
         It applies when the word's envelope is usable (the same test as :meth:`_sample_knn`)
         and the word is in its own E (weight exactly 1: ``d(w, w) = 0``).
         """
-        ids, _, _, total, _, bound, est = self._knn_arrays(entries)
+        ids, _, _, total, _, bound, est = self._knn_arrays(entries, words)
         usable = (bound <= _KNN_MAX_RATIO) | (est <= _KNN_MAX_EST)
         usable &= (ids == words[:, None]).any(axis=1)
         return np.where(usable, total, 0.0)
@@ -632,7 +662,11 @@ class TruncatedExponential(Mechanism):
                     move, u_move, inv = move[keep], u_move[keep], renumber[inv[keep]]
                     words = words[~done]
             if move.size:
-                usable = self._sample_knn(words, prepared.rows(words), inv, move, out, rng, u_first=u_move)
+                word_totals = np.empty(words.size, dtype=np.float64)
+                word_totals[inv] = totals[move]  # every token of a word has the word's total
+                usable = self._sample_knn(
+                    words, prepared.rows(words), inv, move, out, rng, u_first=u_move, totals=word_totals
+                )
                 if not usable.all():  # the totals come from the same test: never
                     raise RuntimeError("internal error: a word with an envelope total has no usable envelope")
         other = np.flatnonzero(~(totals > 0.0))
@@ -671,7 +705,7 @@ class TruncatedExponential(Mechanism):
             return handled
         prepared = self._prepared_knn()
         assert prepared is not None
-        est = self._knn_arrays(prepared.rows(words[maybe]))[6]
+        est = self._knn_arrays(prepared.rows(words[maybe]), words[maybe])[6]
         work = counts[maybe] * est
         heavy = maybe[work >= _HEAVY_PROPOSALS]
         # at most as many as the LRU holds (the costliest first): more would evict one
@@ -997,13 +1031,20 @@ class TruncatedExponential(Mechanism):
         return total / m_e, total / max(min(m_e + far, total), m_e)
 
     def _knn_arrays(
-        self, entries: list[Table] | Table
+        self,
+        entries: list[Table] | Table,
+        words: npt.NDArray[np.int64],
+        totals: npt.NDArray[np.float64] | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``(E ids, cumulative E weights, E mass, total envelope mass, log envelope, bound, estimate)``.
 
-        ``bound = total / E mass`` bounds the expected proposals per token (the true mass
-        is at least the E mass); ``estimate = total / (E mass + the sketched far mass)``
-        estimates them. Both are ``inf`` when the envelope is unusable.
+        ``words``: whose tables ``entries`` are; ``totals``: their envelope totals when
+        known (computed by this method before: prepared or memoized, bit for bit the same),
+        which skips recomputing the far part. ``bound = total / E mass`` bounds the
+        expected proposals per token (the true mass is at least the E mass);
+        ``estimate = total / (E mass + the sketched far mass)`` estimates them. Both are
+        ``inf`` when the envelope is unusable. With prepared far bounds, the outside part's
+        mass is that of :meth:`_far_layout` (``log envelope`` is then the bound at d_env alone).
         """
         k = self._k
         if isinstance(entries, tuple):  # already stacked: (V', width) ids and distances
@@ -1017,14 +1058,47 @@ class TruncatedExponential(Mechanism):
         m_e = cum[:, -1]
         log_env = self._weights_exponent(d_env)
         n_rest = self._knn_rest(k)
+        far = self._prepared.far
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            total = m_e + (n_rest * np.exp(log_env) if n_rest else 0.0)
-            far = (self.embedding.size - k) * np.exp(self._weights_exponent(sketch)).mean(axis=1)
-            z_est = np.minimum(m_e + far, total)
+            if totals is not None:
+                outside = totals - m_e
+            elif not n_rest:
+                outside = np.zeros_like(m_e)
+            elif far is not None:
+                outside = np.empty_like(m_e)
+                for s in range(0, words.size, _FAR_WORDS):
+                    part = slice(s, s + _FAR_WORDS)
+                    outside[part] = self._far_layout(words[part], d_env[part])[0][:, -1]
+            else:
+                outside = n_rest * np.exp(log_env)
+            total = m_e + outside if totals is None else np.asarray(totals, dtype=np.float64)
+            far_est = (self.embedding.size - k) * np.exp(self._weights_exponent(sketch)).mean(axis=1)
+            z_est = np.minimum(m_e + far_est, total)
             ok = (m_e > 0) & np.isfinite(total)
             bound = np.where(ok, total / m_e, np.inf)
             est = np.where(ok, total / np.maximum(z_est, m_e), np.inf)
         return ids, cum, m_e, total, log_env, bound, est
+
+    def _far_layout(
+        self, words: npt.NDArray[np.int64], d_env: npt.NDArray[np.float64]
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """``(cumulative cluster masses, log cluster envelopes)`` of the outside part, one row a word.
+
+        Cluster ``c`` of the prepared far bounds gets the envelope
+        ``exp(-a min(max(lb(w, c), d_env), gamma))`` on each of its ``n_c`` words: at least
+        the true weight of every word of ``c`` outside E (``d >= lb`` for every member,
+        ``d >= d_env`` outside E), so the outside part keeps its exactness argument with a
+        smaller mass. The arithmetic is per row (the totals computed in any chunking agree
+        bit for bit with the sampler's).
+        """
+        far = self._prepared.far
+        assert far is not None
+        lb = far.lower(words)
+        np.maximum(lb, d_env[:, None], out=lb)
+        log_env = self._weights_exponent(lb)
+        mass = np.exp(log_env)
+        mass *= far.counts
+        return np.cumsum(mass, axis=1), log_env
 
     def _sample_knn(
         self,
@@ -1035,6 +1109,7 @@ class TruncatedExponential(Mechanism):
         out: np.ndarray,
         rng: np.random.Generator,
         u_first: np.ndarray | None = None,
+        totals: npt.NDArray[np.float64] | None = None,
     ) -> npt.NDArray[np.bool_]:
         """Draw ``out[positions]`` for tokens of ``words[token_word]`` by rejection under the k-NN envelope.
 
@@ -1044,8 +1119,9 @@ class TruncatedExponential(Mechanism):
         self-first test of :meth:`_privatize`); that attempt goes on with ``u`` mapped onto
         the layout without the word's own segment ``[c, c + 1)`` (``u - 1`` below it, ``u``
         above it: uniform on the rest, as the attempt requires), later attempts start afresh.
+        ``totals``: the words' envelope totals when known (:meth:`_knn_arrays`).
         """
-        ids, cum, m_e, total, log_env, bound, est = self._knn_arrays(entries)
+        ids, cum, m_e, total, log_env, bound, est = self._knn_arrays(entries, words, totals)
         usable = (bound <= _KNN_MAX_RATIO) | (est <= _KNN_MAX_EST)
         keep = usable[token_word]
         # tokens grouped by word: the word's vector and table rows are then read in runs
@@ -1061,9 +1137,21 @@ class TruncatedExponential(Mechanism):
             col = np.argmax(ids == words[:, None], axis=1)  # the word's own place in E (it is there)
             below = np.where(col > 0, cum[np.arange(ids.shape[0]), col - 1], 0.0)  # mass before it
         done = np.zeros(tw.size, dtype=bool)
-        # tokens a slice at a time (independent draws): the proposal buffers stay small
-        for start in range(0, tw.size, _KNN_TOKENS):
-            pend = np.arange(start, min(tw.size, start + _KNN_TOKENS))
+        far = self._prepared.far if k < v else None
+        d_env = np.asarray(entries[1][:, k] if isinstance(entries, tuple) else [e[1][k] for e in entries], np.float64)
+        # tokens a slice at a time (independent draws): the proposal buffers stay small; with
+        # far bounds, a slice also has at most _FAR_WORDS words (their layouts are built for it)
+        far_cum = far_log = np.empty((0, 0))
+        w0 = start = 0
+        while start < tw.size:
+            stop = min(tw.size, start + _KNN_TOKENS)
+            if far is not None:
+                stop = min(stop, int(np.searchsorted(tw, tw[start] + _FAR_WORDS)))
+                w0 = int(tw[start])
+                span = slice(w0, int(tw[stop - 1]) + 1)
+                far_cum, far_log = self._far_layout(words[span], d_env[span])
+            pend = np.arange(start, stop)
+            start = stop
             continued = first_u is not None
             while pend.size:
                 if continued:  # the continued first attempt of each token
@@ -1090,11 +1178,25 @@ class TruncatedExponential(Mechanism):
                     # words; a member of E is then rejected (E has its own part), so an outside
                     # word y comes out with probability (V env / total) (1 / V) (w(y) / env) =
                     # w(y) / total, as E's words do. Membership is tested only after acceptance.
-                    y = rng.integers(0, v, size=r_at.size)
                     jr = j[r_at]
+                    if far is None:
+                        y = rng.integers(0, v, size=r_at.size)
+                        log_g = log_env[jr]
+                    else:
+                        # the same, cluster by cluster: a cluster by its envelope mass, then
+                        # a uniform member (the position of u within the cluster's segment)
+                        jl = jr - w0
+                        uf = u[r_at] - m_e[jr]
+                        c = np.minimum(_count_at_most(far_cum, jl, uf), far.clusters - 1)
+                        lo = np.where(c > 0, far_cum[jl, np.maximum(c - 1, 0)], 0.0)
+                        with np.errstate(invalid="ignore", divide="ignore"):
+                            frac = np.clip((uf - lo) / (far_cum[jl, c] - lo), 0.0, 1.0)
+                        y = far.members(c, np.nan_to_num(frac))
+                        log_g = far_log[jl, c]
                     d = self._geo.exact_rows(w_rows[jr], words[jr], y)
                     with np.errstate(over="ignore", invalid="ignore"):
-                        p_acc = np.exp(self._weights_exponent(d) - log_env[jr])
+                        p_acc = np.exp(self._weights_exponent(d) - log_g)
+                    p_acc[~(log_g > -np.inf)] = 0.0  # an empty segment met by rounding: reject
                     acc = np.flatnonzero(rng.random(r_at.size) < p_acc)
                     if acc.size:
                         probe = j[r_at[acc]] * v + y[acc]

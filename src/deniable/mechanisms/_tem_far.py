@@ -1,0 +1,188 @@
+"""TEM's far-word bounds: a proven lower bound on the distance from every word to every cluster.
+
+At small epsilon most of a word's probability mass lies outside its k nearest neighbours
+(E), and the k-NN envelope proposes those far words uniformly under one bound, the distance
+``d_env`` of the (k+1)-th neighbour: tens of proposals per token. This artefact splits the
+vocabulary into ``C`` clusters (k-means on the public vectors) and stores, for every word
+``w`` and cluster ``c``, a lower bound ``lb(w, c) <= d(w, y)`` for every ``y`` in ``c``
+(the float32 screening minimum over the cluster, made a proven bound by
+:meth:`Geometry.bound_values_rows`, rounded down to a multiple of ``step``, one byte). The
+envelope then weighs cluster ``c`` by ``n_c exp(-a min(max(lb, d_env), gamma))`` instead of
+``n_c exp(-a min(d_env, gamma))``: on GloVe about 5 proposals per token at eps 3 instead of
+about 70 (docs/tem.md). It depends on the embedding and the metric only, like the k-NN
+tables, and is built by ``deniable prepare -m tem -e EPS`` (one V x V pass, two threads).
+
+Files: ``order.npy`` (int32, the word ids sorted by cluster), ``rank.npy`` (int32, its
+inverse: the place of each word in ``order``), ``starts.npy`` (int64, C + 1 offsets of the
+clusters in ``order``), ``bounds.npy`` (uint8, ``V x C``, rows in the order of ``order``:
+row ``rank[w]`` is word ``w``), ``step.npy`` (float64, one value).
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .._progress import progress
+from ..embedding import Embedding, Vocabulary
+from ._tem_geometry import Geometry
+
+#: The artefact kind (deniable.artefacts).
+FAR_KIND = "tem-far"
+#: Metrics the far bounds are built for (one BLAS product per tile).
+FAR_METRICS = ("euclidean", "angular")
+_CLUSTERS = 1024
+_LEVELS = 255  # one byte a bound; 255 * step is also a bound of everything beyond it
+_TILE = 1024  # about this many words a tile side (whole clusters)
+
+
+def far_artefact_params(embedding: Vocabulary, metric: str) -> dict[str, object]:
+    """Parameters of the prepared far bounds of ``embedding`` under ``metric``."""
+    return {"metric": metric, "clusters": int(min(_CLUSTERS, max(1, embedding.size // 64))), "format": 2}
+
+
+class PreparedFar:
+    """The prepared far bounds, read-only, memory-mapped (``prefault`` as for :class:`PreparedKnn`)."""
+
+    def __init__(self, folder: Path, *, prefault: bool = False) -> None:
+        from ._tem_store import _touch_pages
+
+        def load(name: str) -> np.ndarray:  # plain ndarray views of the memory maps (nothing read yet)
+            return np.asarray(np.load(folder / name, mmap_mode="r", allow_pickle=False))
+
+        self.order, self.rank, self.bounds = load("order.npy"), load("rank.npy"), load("bounds.npy")
+        self.starts = np.load(folder / "starts.npy", allow_pickle=False).astype(np.int64)
+        self.counts = np.diff(self.starts).astype(np.float64)
+        self.step = float(np.load(folder / "step.npy", allow_pickle=False))
+        self.clusters = self.counts.size
+        self.prefaulted = prefault
+        if prefault:
+            for arr in (self.order, self.rank, self.bounds):
+                _touch_pages(arr)
+
+    def lower(self, words: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        """``(len(words), C)``: ``lb[i, c] <= d(words[i], y)`` for every word ``y`` of cluster ``c``."""
+        q = np.asarray(self.bounds[self.rank[words]], dtype=np.float64)
+        q *= self.step
+        return q
+
+    def members(self, c: npt.NDArray[np.int64], r: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+        """The word at fraction ``r`` in ``[0, 1)`` of cluster ``c`` (uniform member for uniform ``r``)."""
+        at = np.minimum((r * self.counts[c]).astype(np.int64), self.counts[c].astype(np.int64) - 1)
+        return self.order[self.starts[c] + at]
+
+
+def _clusters(x: np.ndarray, c: int, angular: bool) -> npt.NDArray[np.int64]:
+    """k-means labels of the rows of ``x`` (faiss, a fixed seed: a function of the public vectors)."""
+    import faiss
+
+    v, dim = x.shape
+    data = np.ascontiguousarray(x, dtype=np.float32)
+    if c <= 1:
+        return np.zeros(v, dtype=np.int64)
+    sample = data
+    if v > 64 * c:
+        sample = data[np.random.default_rng(0).choice(v, 64 * c, replace=False)]
+    km = faiss.Kmeans(dim, c, niter=20, seed=1234, spherical=angular, verbose=False)
+    km.train(sample)
+    _, lab = km.index.search(data, 1)
+    return np.asarray(lab[:, 0], dtype=np.int64)
+
+
+def build_far_artefact(embedding: Vocabulary, params: dict[str, Any], folder: Path, show_progress: bool | None) -> None:
+    """Write the far bounds of every word to every cluster (see the module docstring).
+
+    Symmetric tiles in cluster order: the tile of word groups ``I <= J`` (each a run of
+    whole clusters) is one float32 BLAS product, reduced once along its rows (the bounds of
+    I's words to J's clusters) and once along its columns (J's words to I's clusters), so
+    every (word, cluster) bound is written exactly once; two worker threads.
+    """
+    from ._tem_store import _single_threaded_blas
+
+    if not isinstance(embedding, Embedding):
+        raise Embedding.type_error(embedding)
+    metric = str(params["metric"])
+    geo = Geometry(embedding, metric)
+    if metric not in FAR_METRICS or not geo.screening:
+        raise ValueError(f"far bounds are built for {', '.join(FAR_METRICS)} on finite vectors, not {metric}")
+    v = geo.size
+    labels = _clusters(np.asarray(geo.x), int(params["clusters"]), metric == "angular")
+    labels = np.unique(labels, return_inverse=True)[1].ravel()  # no empty cluster
+    c_count = int(labels.max()) + 1
+    order = np.argsort(labels, kind="stable").astype(np.int64)
+    counts = np.bincount(labels, minlength=c_count)
+    starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    # groups of whole clusters, about _TILE words each (a larger cluster is a group alone)
+    groups = [0]
+    for c in range(1, c_count):
+        if starts[c] - starts[groups[-1]] >= _TILE:
+            groups.append(c)
+    groups.append(c_count)
+    first, second = geo._block_operands(np.dtype(np.float32))
+    euclid = metric == "euclidean"
+    if euclid:
+        left = np.empty((v, geo.dim + 1), dtype=np.float32)
+        left[:, :-1] = geo.x[order]
+        left[:, -1] = 1.0
+        right = np.ascontiguousarray(first[:, order])
+        row_add = np.asarray(second, dtype=np.float32)[order]
+    else:
+        left = np.ascontiguousarray(first[order])
+        right = np.ascontiguousarray(second[:, order])
+        row_add = None
+    reduce = np.minimum if euclid else np.maximum
+    # the step: bounds up to the 99.9th percentile of a strided sample's bounds are
+    # resolved in 255 levels; larger ones are clipped down (still bounds)
+    probe = order[:: max(1, v // 64)][:64]
+    row = np.empty((probe.size, v), dtype=np.float32)
+    geo.screen(probe, row)
+    step = float(np.quantile(geo.bound_values_rows(probe, row), 0.999)) / _LEVELS
+    step = step if step > 0 else 1.0
+    del row
+    bounds = np.empty((v, c_count), dtype=np.uint8)
+    ws = order  # word of each position
+
+    def quantize(lb: np.ndarray) -> np.ndarray:
+        q = np.floor(lb.astype(np.float64) / step)
+        np.clip(q, 0, _LEVELS, out=q)
+        q -= q * step > lb  # rounding never lifts a level above its bound
+        return q.astype(np.uint8)
+
+    def one_row(gi: int) -> int:
+        c0, c1 = groups[gi], groups[gi + 1]
+        p0, p1 = int(starts[c0]), int(starts[c1])
+        local_i = starts[c0:c1] - p0
+        with _single_threaded_blas():
+            for gj in range(gi, len(groups) - 1):
+                d0, d1 = groups[gj], groups[gj + 1]
+                q0, q1 = int(starts[d0]), int(starts[d1])
+                tile = left[p0:p1] @ right[:, q0:q1]
+                if row_add is not None:
+                    tile += row_add[p0:p1, None]
+                local_j = starts[d0:d1] - q0
+                rows = reduce.reduceat(tile, local_j, axis=1)  # I's words x J's clusters
+                bounds[p0:p1, d0:d1] = quantize(geo.bound_values_rows(ws[p0:p1], rows))
+                if gj != gi:
+                    cols = reduce.reduceat(tile, local_i, axis=0).T  # J's words x I's clusters
+                    bounds[q0:q1, c0:c1] = quantize(geo.bound_values_rows(ws[q0:q1], np.ascontiguousarray(cols)))
+        return p1 - p0
+
+    what = f"TEM: far bounds of {v:,} words to {c_count:,} clusters ({metric})"
+    lock = threading.Lock()
+    with progress(v, what, enabled=show_progress) as advance, ThreadPoolExecutor(max_workers=2) as pool:
+        # the first groups have the most tiles: they go first, so the two threads finish together
+        for n in pool.map(one_row, range(len(groups) - 1)):
+            with lock:
+                advance(n)
+    rank = np.empty(v, dtype=np.int32)
+    rank[order] = np.arange(v, dtype=np.int32)
+    np.save(folder / "order.npy", order.astype(np.int32), allow_pickle=False)
+    np.save(folder / "rank.npy", rank, allow_pickle=False)
+    np.save(folder / "starts.npy", starts, allow_pickle=False)
+    np.save(folder / "step.npy", np.float64(step), allow_pickle=False)
+    np.save(folder / "bounds.npy", bounds, allow_pickle=False)

@@ -1,0 +1,139 @@
+"""TEM's far bounds (kind ``tem-far``): proven per-cluster lower bounds that tighten the k-NN envelope.
+
+Checked: every stored bound is at most the exact distance to every member of its cluster
+(and within one quantization step of the cluster's exact minimum: the bounds are not just
+valid but useful); the layout files agree with one another; draws through the clustered
+envelope follow the exact distribution (G-test, false alarm 1e-6), also when the words of a
+batch are split over many slices; and the same test rejects bounds that are too large (the
+twin that must fail). The branch-free binary search behind every inverse-CDF draw is checked
+against a plain count.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from conftest import make_tiny_embedding
+from deniable.artefacts import open_artefact, prepare
+from deniable.mechanisms import _tem_far as far_module
+from deniable.mechanisms import tem as tem_module
+from deniable.mechanisms._tem_far import FAR_KIND, PreparedFar, far_artefact_params
+from deniable.mechanisms._tem_geometry import Geometry
+from deniable.mechanisms.tem import TruncatedExponential, _count_at_most
+from test_tem_support import ALPHA, force_path, g_test_pvalue
+
+WORDS = (3, 40, 150)
+
+
+def _far(emb: Any, metric: str) -> PreparedFar:
+    info = open_artefact(emb, FAR_KIND, far_artefact_params(emb, metric))
+    assert info is not None
+    return PreparedFar(info.path)
+
+
+@pytest.mark.parametrize("tile", [1024, 100])  # one tile, or many (the column reductions too)
+@pytest.mark.parametrize("metric", ["euclidean", "angular"])
+def test_far_bounds_are_proven_tight_and_consistent(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, metric: str, tile: int
+) -> None:
+    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path))  # built here, with this tile
+    monkeypatch.setattr(far_module, "_TILE", tile)
+    emb = make_tiny_embedding(900, 5, seed=71)
+    prepare(emb, ["tem"], metric=metric, options={"epsilon": 3.0}, show_progress=False)
+    far = _far(emb, metric)
+    v = emb.size
+    assert far.clusters == 14 and (far.counts > 0).all()  # 900 // 64 clusters, none empty
+    assert np.array_equal(np.sort(far.order), np.arange(v))
+    assert np.array_equal(far.rank[far.order], np.arange(v))
+    assert far.starts[0] == 0 and far.starts[-1] == v
+    geo = Geometry(emb, metric)
+    label = np.repeat(np.arange(far.clusters), np.diff(far.starts))[far.rank]  # each word's cluster
+    lb = far.lower(np.arange(v))
+    worst_gap = 0.0
+    for w in range(v):
+        d = geo.exact(w, np.arange(v))
+        exact_min = np.full(far.clusters, np.inf)
+        np.minimum.at(exact_min, label, d)
+        assert (lb[w] <= exact_min).all(), f"word {w}: a bound above the exact minimum"
+        worst_gap = max(worst_gap, float((exact_min - lb[w]).max()))
+    assert worst_gap <= far.step + 1e-3  # rounded down by at most one step (+ the float32 screen's slack)
+
+
+@pytest.mark.parametrize("far_words", [None, 2])
+def test_draws_through_the_far_envelope_are_exact(monkeypatch: pytest.MonkeyPatch, far_words: int | None) -> None:
+    opts = force_path(monkeypatch, "knn")  # k = 8 of 400: most mass is outside E, in the clusters
+    monkeypatch.setattr(tem_module, "_HEAVY_PROPOSALS", float("inf"))
+    if far_words is not None:  # many slices, a few words each, and small token slices
+        monkeypatch.setattr(tem_module, "_FAR_WORDS", far_words)
+        monkeypatch.setattr(tem_module, "_KNN_TOKENS", 5000)
+    emb = make_tiny_embedding(400, 3, seed=61)
+    prepare(emb, ["tem"], options={"epsilon": 3.0}, show_progress=False)
+    mech = TruncatedExponential(emb, 3.0, **opts)  # type: ignore[arg-type]
+    batch = np.tile(np.array(WORDS), 30000)
+    y = mech.privatize(batch, np.random.default_rng(11))
+    assert mech._prepared.far is not None  # type: ignore[attr-defined]
+    for w in WORDS:
+        assert g_test_pvalue(y[batch == w], mech.distribution(w)[1]) > ALPHA
+
+
+def test_the_far_envelope_is_tighter_than_the_knn_bound_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    force_path(monkeypatch, "knn")
+    emb = make_tiny_embedding(400, 3, seed=61)
+    prepare(emb, ["tem"], options={"epsilon": 3.0}, show_progress=False)
+    words = np.arange(emb.size)
+    with_far = TruncatedExponential(emb, 3.0)
+    knn = with_far._prepared_knn()  # type: ignore[attr-defined]
+    assert knn is not None and with_far._prepared.far is not None  # type: ignore[attr-defined]
+    total_far = with_far._knn_arrays(knn.rows(words), words)[3]  # type: ignore[attr-defined]
+    with_far._prepared.far = None  # type: ignore[attr-defined]
+    total_knn = with_far._knn_arrays(knn.rows(words), words)[3]  # type: ignore[attr-defined]
+    z = np.array([with_far.compact_distribution(int(w)).total for w in words])
+    assert (z <= total_far * (1 + 1e-12)).all() and (total_far <= total_knn * (1 + 1e-12)).all()
+    assert np.median(total_knn / total_far) > 1.5  # fewer proposals per token
+
+
+def test_the_test_rejects_bounds_that_are_too_large(monkeypatch: pytest.MonkeyPatch) -> None:
+    opts = force_path(monkeypatch, "knn")
+    monkeypatch.setattr(tem_module, "_HEAVY_PROPOSALS", float("inf"))
+    emb = make_tiny_embedding(400, 3, seed=61)
+    prepare(emb, ["tem"], options={"epsilon": 3.0}, show_progress=False)
+    right = TruncatedExponential(emb, 3.0, cache=False)
+    lower = PreparedFar.lower
+
+    def lifted(self: PreparedFar, words: np.ndarray) -> np.ndarray:
+        return lower(self, words) + 1.0  # no longer a bound for the nearest members
+
+    monkeypatch.setattr(PreparedFar, "lower", lifted)
+    broken = TruncatedExponential(emb, 3.0, **opts)  # type: ignore[arg-type]
+    batch = np.tile(np.array(WORDS), 30000)
+    y = broken.privatize(batch, np.random.default_rng(12))
+    assert broken._prepared.far is not None  # type: ignore[attr-defined]
+    assert all(g_test_pvalue(y[batch == w], right.distribution(w)[1]) < ALPHA for w in WORDS)
+
+
+def test_no_far_bounds_without_an_epsilon(monkeypatch: pytest.MonkeyPatch) -> None:
+    opts = force_path(monkeypatch, "knn")
+    emb = make_tiny_embedding(300, 3, seed=72)
+    infos = prepare(emb, ["tem"], show_progress=False)  # the k-NN tables only
+    assert [i.kind for i in infos] == ["tem-knn"]
+    mech = TruncatedExponential(emb, 3.0, **opts)  # type: ignore[arg-type]
+    batch = np.tile(np.array([5, 6]), 20000)
+    y = mech.privatize(batch, np.random.default_rng(13))
+    assert mech._prepared.knn is not None and mech._prepared.far is None  # type: ignore[attr-defined]
+    for w in (5, 6):
+        assert g_test_pvalue(y[batch == w], mech.distribution(w)[1]) > ALPHA
+
+
+@pytest.mark.parametrize("width", [1, 2, 7, 8, 9, 256, 1000, 1024])
+def test_count_at_most_is_the_plain_count(width: int) -> None:
+    rng = np.random.default_rng(width)
+    cum = np.cumsum(rng.integers(0, 3, size=(20, width)).astype(np.float64), axis=1)  # ties and flat runs
+    rows = rng.integers(0, 20, size=5000)
+    top = cum[:, -1].max() + 2
+    u = np.concatenate([rng.uniform(-1, top, 4000), cum[rows[4000:], rng.integers(0, width, 1000)]])  # exact hits too
+    expect = (cum[rows] <= u[:, None]).sum(axis=1)
+    assert np.array_equal(_count_at_most(cum, rows, u), expect)
