@@ -67,7 +67,8 @@ def test_far_bounds_are_proven_tight_and_consistent(
 def test_draws_through_the_far_envelope_are_exact(monkeypatch: pytest.MonkeyPatch, far_words: int | None) -> None:
     opts = force_path(monkeypatch, "knn")  # k = 8 of 400: most mass is outside E, in the clusters
     monkeypatch.setattr(tem_module, "_HEAVY_PROPOSALS", float("inf"))
-    if far_words is not None:  # many slices, a few words each, and small token slices
+    if far_words is not None:  # many blocks and slices, a few words each, and small token slices
+        monkeypatch.setattr(tem_module, "_KNN_WORDS", far_words)
         monkeypatch.setattr(tem_module, "_FAR_WORDS", far_words)
         monkeypatch.setattr(tem_module, "_KNN_TOKENS", 5000)
     emb = make_tiny_embedding(400, 3, seed=61)

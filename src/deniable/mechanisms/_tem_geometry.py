@@ -42,6 +42,7 @@ BLOCK_METRICS = ("euclidean", "angular")
 
 _U32 = 2.0**-24  # unit roundoff of float32
 _PRECHECK = 4096  # sample size of the strided pre-check in candidates()
+_PAIRED_CHUNK = 2048  # pairs per exact_rows call in exact_indexed (temporaries in cache)
 
 
 class Geometry:
@@ -116,12 +117,16 @@ class Geometry:
         """Exact float64 distances ``d(w, y)`` for each ``y`` in ``ys`` (``d(w, w) = 0``).
 
         Row by row: a distance does not depend on which other rows are computed with it
-        (chunks of 32768 rows bound the memory).
+        (chunks of 8192 rows keep the float64 differences in cache: 1.5x faster than
+        32768 over the 336k GloVe words, the same values).
         """
         ys = np.asarray(ys, dtype=np.int64)
-        chunk = 1 << 15
+        chunk = 1 << 13
         if ys.size > chunk:
-            return np.concatenate([self._exact(w, ys[s : s + chunk]) for s in range(0, ys.size, chunk)])
+            out = np.empty(ys.size, dtype=np.float64)
+            for s in range(0, ys.size, chunk):
+                out[s : s + chunk] = self._exact(w, ys[s : s + chunk])
+            return out
         return self._exact(w, ys)
 
     def _exact(self, w: int, ys: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
@@ -139,7 +144,25 @@ class Geometry:
         if ys.ndim == 2:
             flat_ws = np.broadcast_to(ws, ys.shape).ravel()
             return self.exact_paired(flat_ws, ys.ravel()).reshape(ys.shape)
-        return self.exact_rows(self.x[ws], ws, ys)
+        if ws.size == 1:
+            return self.exact_rows(self.x[ws], ws, ys)
+        return self.exact_indexed(self.x, ws, ws, ys)
+
+    def exact_indexed(
+        self, table: np.ndarray, idx: npt.NDArray[np.int64], ws: npt.NDArray[np.int64], ys: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.float64]:
+        """``d(ws[i], ys[i])`` where ``table[idx[i]]`` is the vector of ``ws[i]`` (bit for bit :meth:`exact_paired`).
+
+        :meth:`exact_rows` on chunks of :data:`_PAIRED_CHUNK` pairs, gathering each chunk's
+        vectors there: the float64 temporaries stay in cache (3x faster than one pass over
+        32k random pairs on GloVe), and each distance is computed alone, so the values do
+        not depend on the chunking.
+        """
+        out = np.empty(ys.size, dtype=np.float64)
+        for s in range(0, ys.size, _PAIRED_CHUNK):
+            part = slice(s, s + _PAIRED_CHUNK)
+            out[part] = self.exact_rows(table[idx[part]], ws[part], ys[part])
+        return out
 
     def exact_rows(
         self, w_rows: np.ndarray, ws: npt.NDArray[np.int64], ys: npt.NDArray[np.int64]

@@ -113,9 +113,12 @@ _KNN_TOKENS = 1 << 15
 _HEAVY_PROPOSALS = 1 << 16
 #: Words whose envelope totals are computed at once (bounds scratch memory: ~2 KB a word).
 _TOTALS_BLOCK = 1 << 14
+#: Words the k-NN envelope sampler prepares at once (their tables, weights and layouts:
+#: a block's arrays stay in cache; 1.1x-1.2x faster than all of a batch's words at once).
+_KNN_WORDS = 1 << 10
 #: Words whose far-bound layouts (:meth:`TruncatedExponential._far_layout`: 16 bytes x
 #: clusters a word) are held at once.
-_FAR_WORDS = 1 << 11
+_FAR_WORDS = 1 << 10
 
 
 def knn_artefact_params(embedding: Embedding, metric: str) -> dict[str, object]:
@@ -664,9 +667,7 @@ class TruncatedExponential(Mechanism):
             if move.size:
                 word_totals = np.empty(words.size, dtype=np.float64)
                 word_totals[inv] = totals[move]  # every token of a word has the word's total
-                usable = self._sample_knn(
-                    words, prepared.rows(words), inv, move, out, rng, u_first=u_move, totals=word_totals
-                )
+                usable = self._sample_knn(words, prepared, inv, move, out, rng, u_first=u_move, totals=word_totals)
                 if not usable.all():  # the totals come from the same test: never
                     raise RuntimeError("internal error: a word with an envelope total has no usable envelope")
         other = np.flatnonzero(~(totals > 0.0))
@@ -757,10 +758,10 @@ class TruncatedExponential(Mechanism):
         todo = np.flatnonzero(~has_table)
         if todo.size:  # words with a k-NN table (prepared or built earlier) and a cheap envelope
             prepared = self._prepared_knn()
-            entries: list[Table] | Table
+            entries: list[Table] | PreparedKnn
             if prepared is not None:
                 sel = todo
-                entries = prepared.rows(uniq[sel])  # every word: one gather, no per-word work
+                entries = prepared  # every word: gathered a block at a time, no per-word work
             else:
                 knns = self._knn_lookup(uniq[todo])
                 sel = todo[[j for j, e in enumerate(knns) if e is not None]]
@@ -1103,6 +1104,48 @@ class TruncatedExponential(Mechanism):
     def _sample_knn(
         self,
         words: npt.NDArray[np.int64],
+        entries: list[Table] | Table | PreparedKnn,
+        token_word: np.ndarray,
+        positions: np.ndarray,
+        out: np.ndarray,
+        rng: np.random.Generator,
+        u_first: np.ndarray | None = None,
+        totals: npt.NDArray[np.float64] | None = None,
+    ) -> npt.NDArray[np.bool_]:
+        """:meth:`_sample_knn_block` on blocks of :data:`_KNN_WORDS` words (the per-word arrays stay in cache).
+
+        ``entries``: the words' tables, or the prepared tables (read a block at a time).
+        """
+        if words.size <= _KNN_WORDS:
+            block = entries.rows(words) if isinstance(entries, PreparedKnn) else entries
+            return self._sample_knn_block(words, block, token_word, positions, out, rng, u_first, totals)
+        usable = np.zeros(words.size, dtype=bool)
+        by_word = np.argsort(token_word, kind="stable")
+        edges = np.searchsorted(token_word[by_word], np.arange(0, words.size + _KNN_WORDS, _KNN_WORDS))
+        for i, w0 in enumerate(range(0, words.size, _KNN_WORDS)):
+            part = slice(w0, w0 + _KNN_WORDS)
+            sel = by_word[edges[i] : edges[i + 1]]
+            if isinstance(entries, PreparedKnn):
+                block: list[Table] | Table = entries.rows(words[part])
+            elif isinstance(entries, tuple):
+                block = (entries[0][part], entries[1][part])
+            else:
+                block = entries[part]
+            usable[part] = self._sample_knn_block(
+                words[part],
+                block,
+                token_word[sel] - w0,
+                positions[sel],
+                out,
+                rng,
+                None if u_first is None else u_first[sel],
+                None if totals is None else totals[part],
+            )
+        return usable
+
+    def _sample_knn_block(
+        self,
+        words: npt.NDArray[np.int64],
         entries: list[Table] | Table,
         token_word: np.ndarray,
         positions: np.ndarray,
@@ -1193,7 +1236,7 @@ class TruncatedExponential(Mechanism):
                             frac = np.clip((uf - lo) / (far_cum[jl, c] - lo), 0.0, 1.0)
                         y = far.members(c, np.nan_to_num(frac))
                         log_g = far_log[jl, c]
-                    d = self._geo.exact_rows(w_rows[jr], words[jr], y)
+                    d = self._geo.exact_indexed(w_rows, jr, words[jr], y)
                     with np.errstate(over="ignore", invalid="ignore"):
                         p_acc = np.exp(self._weights_exponent(d) - log_g)
                     p_acc[~(log_g > -np.inf)] = 0.0  # an empty segment met by rounding: reject
