@@ -103,12 +103,12 @@ def test_the_test_rejects_bounds_that_are_too_large(monkeypatch: pytest.MonkeyPa
     emb = make_tiny_embedding(400, 3, seed=61)
     prepare(emb, ["tem"], options={"epsilon": 3.0}, show_progress=False)
     right = TruncatedExponential(emb, 3.0, cache=False)
-    lower = PreparedFar.lower
+    levels = PreparedFar.levels
 
-    def lifted(self: PreparedFar, words: np.ndarray) -> np.ndarray:
-        return lower(self, words) + 1.0  # no longer a bound for the nearest members
+    def lifted(self: PreparedFar, words: np.ndarray) -> np.ndarray:  # about 1.0 higher: not a bound any more
+        return np.minimum(levels(self, words).astype(np.int64) + int(1.0 / self.step), 255).astype(np.uint8)
 
-    monkeypatch.setattr(PreparedFar, "lower", lifted)
+    monkeypatch.setattr(PreparedFar, "levels", lifted)
     broken = TruncatedExponential(emb, 3.0, **opts)  # type: ignore[arg-type]
     batch = np.tile(np.array(WORDS), 30000)
     y = broken.privatize(batch, np.random.default_rng(12))

@@ -65,11 +65,13 @@ class PreparedFar:
             for arr in (self.order, self.rank, self.bounds):
                 _touch_pages(arr)
 
+    def levels(self, words: npt.NDArray[np.int64]) -> npt.NDArray[np.uint8]:
+        """``(len(words), C)`` uint8 ``q``: ``q[i, c] * step <= d(words[i], y)`` for every ``y`` of cluster ``c``."""
+        return np.asarray(self.bounds[self.rank[words]])
+
     def lower(self, words: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         """``(len(words), C)``: ``lb[i, c] <= d(words[i], y)`` for every word ``y`` of cluster ``c``."""
-        q = np.asarray(self.bounds[self.rank[words]], dtype=np.float64)
-        q *= self.step
-        return q
+        return self.levels(words) * self.step
 
     def members(self, c: npt.NDArray[np.int64], r: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
         """The word at fraction ``r`` in ``[0, 1)`` of cluster ``c`` (uniform member for uniform ``r``)."""

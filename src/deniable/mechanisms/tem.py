@@ -444,6 +444,7 @@ class TruncatedExponential(Mechanism):
         object.__setattr__(self, "_knn", TableStore(memory_bytes=self.memory_bytes))
         object.__setattr__(self, "_k", min(_KNN_K, v))
         object.__setattr__(self, "_prepared", _Prepared())
+        object.__setattr__(self, "_far_lut", None)  # _far_tables, built on first use
 
     # -- public API ----------------------------------------------------------------------
     def distance(self, w: int, w2: int) -> float:
@@ -1069,7 +1070,7 @@ class TruncatedExponential(Mechanism):
                 outside = np.empty_like(m_e)
                 for s in range(0, words.size, _FAR_WORDS):
                     part = slice(s, s + _FAR_WORDS)
-                    outside[part] = self._far_layout(words[part], d_env[part])[0][:, -1]
+                    outside[part] = self._far_layout(words[part], log_env[part])[0][:, -1]
             else:
                 outside = n_rest * np.exp(log_env)
             total = m_e + outside if totals is None else np.asarray(totals, dtype=np.float64)
@@ -1081,25 +1082,42 @@ class TruncatedExponential(Mechanism):
         return ids, cum, m_e, total, log_env, bound, est
 
     def _far_layout(
-        self, words: npt.NDArray[np.int64], d_env: npt.NDArray[np.float64]
-    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-        """``(cumulative cluster masses, log cluster envelopes)`` of the outside part, one row a word.
+        self, words: npt.NDArray[np.int64], log_env: npt.NDArray[np.float64]
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.uint8]]:
+        """``(cumulative cluster masses, bound levels)`` of the outside part, one row a word.
 
         Cluster ``c`` of the prepared far bounds gets the envelope
         ``exp(-a min(max(lb(w, c), d_env), gamma))`` on each of its ``n_c`` words: at least
         the true weight of every word of ``c`` outside E (``d >= lb`` for every member,
         ``d >= d_env`` outside E), so the outside part keeps its exactness argument with a
-        smaller mass. The arithmetic is per row (the totals computed in any chunking agree
-        bit for bit with the sampler's).
+        smaller mass. ``lb = level * step`` takes 256 values, so the envelope is
+        ``min(G[level], exp(log_env))`` with ``G`` a per-epsilon table (:meth:`_far_tables`;
+        exp is monotone, so this is the formula's value exactly); the sampler's acceptance
+        uses :meth:`_far_log_envelope`, its logarithm. The arithmetic is per row (the
+        totals computed in any chunking agree bit for bit with the sampler's).
         """
         far = self._prepared.far
         assert far is not None
-        lb = far.lower(words)
-        np.maximum(lb, d_env[:, None], out=lb)
-        log_env = self._weights_exponent(lb)
-        mass = np.exp(log_env)
+        q = far.levels(words)
+        mass = self._far_tables()[1][q]
+        np.minimum(mass, np.exp(log_env)[:, None], out=mass)
         mass *= far.counts
-        return np.cumsum(mass, axis=1), log_env
+        return np.cumsum(mass, axis=1), q
+
+    def _far_log_envelope(self, q: npt.NDArray[np.uint8], log_env: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """``log`` of the far envelope of clusters at levels ``q`` for words with k-NN ``log_env`` (elementwise)."""
+        return np.minimum(self._far_tables()[0][q], log_env)
+
+    def _far_tables(self) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """``(L, G)``: ``L[q] = -a min(q * step, gamma)`` and ``G = exp(L)``, for the 256 bound levels."""
+        tables = self._far_lut
+        if tables is None:
+            far = self._prepared.far
+            assert far is not None
+            log_g = self._weights_exponent(np.arange(256, dtype=np.float64) * far.step)
+            tables = (log_g, np.exp(log_g))
+            object.__setattr__(self, "_far_lut", tables)
+        return tables
 
     def _sample_knn(
         self,
@@ -1181,10 +1199,9 @@ class TruncatedExponential(Mechanism):
             below = np.where(col > 0, cum[np.arange(ids.shape[0]), col - 1], 0.0)  # mass before it
         done = np.zeros(tw.size, dtype=bool)
         far = self._prepared.far if k < v else None
-        d_env = np.asarray(entries[1][:, k] if isinstance(entries, tuple) else [e[1][k] for e in entries], np.float64)
         # tokens a slice at a time (independent draws): the proposal buffers stay small; with
         # far bounds, a slice also has at most _FAR_WORDS words (their layouts are built for it)
-        far_cum = far_log = np.empty((0, 0))
+        far_cum, far_q = np.empty((0, 0)), np.empty((0, 0), dtype=np.uint8)
         w0 = start = 0
         while start < tw.size:
             stop = min(tw.size, start + _KNN_TOKENS)
@@ -1192,7 +1209,7 @@ class TruncatedExponential(Mechanism):
                 stop = min(stop, int(np.searchsorted(tw, tw[start] + _FAR_WORDS)))
                 w0 = int(tw[start])
                 span = slice(w0, int(tw[stop - 1]) + 1)
-                far_cum, far_log = self._far_layout(words[span], d_env[span])
+                far_cum, far_q = self._far_layout(words[span], log_env[span])
             pend = np.arange(start, stop)
             start = stop
             continued = first_u is not None
@@ -1235,7 +1252,7 @@ class TruncatedExponential(Mechanism):
                         with np.errstate(invalid="ignore", divide="ignore"):
                             frac = np.clip((uf - lo) / (far_cum[jl, c] - lo), 0.0, 1.0)
                         y = far.members(c, np.nan_to_num(frac))
-                        log_g = far_log[jl, c]
+                        log_g = self._far_log_envelope(far_q[jl, c], log_env[jr])
                     d = self._geo.exact_indexed(w_rows, jr, words[jr], y)
                     with np.errstate(over="ignore", invalid="ignore"):
                         p_acc = np.exp(self._weights_exponent(d) - log_g)
