@@ -69,8 +69,8 @@ def prepare_cmd(
             "--epsilon",
             "-e",
             help="madlib (index auto): also record the default decode's choice at this epsilon; tem: also "
-            "the envelope totals at this epsilon (most tokens then cost one lookup). Repeatable, or a "
-            "comma-separated list.",
+            "the far bounds (once, for every epsilon: fewer proposals at small epsilon) and the envelope "
+            "totals at this epsilon (most tokens then cost one lookup). Repeatable, or a comma-separated list.",
         ),
     ] = None,
     list_: Annotated[
