@@ -110,12 +110,19 @@ def test_prepared_tables_on_glove(glove: Embedding, metric: str) -> None:
         remove_artefacts(emb)
 
 
-@pytest.mark.parametrize("eps", [3.0, 10.0])
-def test_self_first_and_frequent_word_tables_on_glove(glove: Embedding, eps: float) -> None:
-    # after `prepare -m tem -e EPS` (totals prepared) and with the tables only (totals
-    # memoized): self first, the continued envelope attempt and, at eps 3, the ball tables
-    # of frequent words drawn given the failed self test -- all against distribution()
+@pytest.mark.parametrize(("eps", "heavy"), [(3.0, True), (3.0, False), (10.0, True)])
+def test_self_first_and_frequent_word_tables_on_glove(
+    glove: Embedding, monkeypatch: pytest.MonkeyPatch, eps: float, heavy: bool
+) -> None:
+    # after `prepare -m tem -e EPS` (totals and far bounds prepared) and with the totals
+    # memoized: self first, the continued envelope attempt through the far bounds and, at
+    # eps 3, the ball tables of frequent words drawn given the failed self test (or, with
+    # heavy=False, every token through the far envelope) -- all against distribution()
     from deniable.artefacts import prepare, remove_artefacts
+    from deniable.mechanisms import tem as tem_module
+
+    if not heavy:
+        monkeypatch.setattr(tem_module, "_HEAVY_PROPOSALS", float("inf"))
 
     emb = glove.subset(20000)
     prepare(emb, ["tem"], options={"epsilon": eps}, show_progress=False)
@@ -129,7 +136,8 @@ def test_self_first_and_frequent_word_tables_on_glove(glove: Embedding, eps: flo
             y = mech.privatize(shuffled, rng)
             prepared = mech._prepared  # type: ignore[attr-defined]
             assert (prepared.totals is not None) == (k == 0) and (prepared.memo is not None) == (k == 1)
-            if eps < 5:
+            assert prepared.far is not None
+            if eps < 5 and heavy:
                 assert len(mech._store) > 0  # type: ignore[attr-defined]  # frequent words got their tables
             for w in ids.tolist():
                 assert g_test_pvalue(y[shuffled == w], mech.distribution(w)[1]) > ALPHA

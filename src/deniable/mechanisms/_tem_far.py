@@ -71,7 +71,7 @@ class PreparedFar:
 
     def lower(self, words: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         """``(len(words), C)``: ``lb[i, c] <= d(words[i], y)`` for every word ``y`` of cluster ``c``."""
-        return self.levels(words) * self.step
+        return np.asarray(self.levels(words) * self.step, dtype=np.float64)
 
     def members(self, c: npt.NDArray[np.int64], r: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
         """The word at fraction ``r`` in ``[0, 1)`` of cluster ``c`` (uniform member for uniform ``r``)."""

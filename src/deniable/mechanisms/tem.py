@@ -338,6 +338,7 @@ class TruncatedExponential(Mechanism):
     _knn: TableStore = field(init=False, repr=False)
     _k: int = field(init=False, repr=False)
     _prepared: _Prepared = field(init=False, repr=False)
+    _far_lut: tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]] | None = field(init=False, repr=False)
 
     options: ClassVar[tuple[Option, ...]] = (
         Option(
@@ -1135,8 +1136,8 @@ class TruncatedExponential(Mechanism):
         ``entries``: the words' tables, or the prepared tables (read a block at a time).
         """
         if words.size <= _KNN_WORDS:
-            block = entries.rows(words) if isinstance(entries, PreparedKnn) else entries
-            return self._sample_knn_block(words, block, token_word, positions, out, rng, u_first, totals)
+            whole = entries.rows(words) if isinstance(entries, PreparedKnn) else entries
+            return self._sample_knn_block(words, whole, token_word, positions, out, rng, u_first, totals)
         usable = np.zeros(words.size, dtype=bool)
         by_word = np.argsort(token_word, kind="stable")
         edges = np.searchsorted(token_word[by_word], np.arange(0, words.size + _KNN_WORDS, _KNN_WORDS))
