@@ -81,6 +81,32 @@ def test_draws_through_the_far_envelope_are_exact(monkeypatch: pytest.MonkeyPatc
         assert g_test_pvalue(y[batch == w], mech.distribution(w)[1]) > ALPHA
 
 
+def test_words_with_and_without_far_bounds_in_one_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the far bounds serve only words whose k-NN envelope puts enough mass outside E: with
+    # the threshold between the words' shares, one batch mixes both kinds of proposal
+    opts = force_path(monkeypatch, "knn")
+    monkeypatch.setattr(tem_module, "_HEAVY_PROPOSALS", float("inf"))
+    emb = make_tiny_embedding(400, 3, seed=61)
+    prepare(emb, ["tem"], options={"epsilon": 3.0}, show_progress=False)
+    probe = TruncatedExponential(emb, 3.0, **opts)  # type: ignore[arg-type]
+    knn = probe._prepared_knn()  # type: ignore[attr-defined]
+    assert knn is not None
+    words = np.array(WORDS)
+    _, _, m_e, _, log_env, _, _ = probe._knn_arrays(knn.rows(words), words)  # type: ignore[attr-defined]
+    outside = emb.size * np.exp(log_env)
+    share = outside / (m_e + outside)
+    assert share.min() < share.max()
+    monkeypatch.setattr(tem_module, "_FAR_MIN_SHARE", float(np.sort(share)[1]))  # the lowest word without
+    mech = TruncatedExponential(emb, 3.0, **opts)  # type: ignore[arg-type]
+    mech._prepared_knn()  # type: ignore[attr-defined]
+    uses = mech._far_words(m_e, log_env)  # type: ignore[attr-defined]
+    assert uses.any() and not uses.all()
+    batch = np.tile(words, 30000)
+    y = mech.privatize(batch, np.random.default_rng(14))
+    for w in WORDS:
+        assert g_test_pvalue(y[batch == w], mech.distribution(w)[1]) > ALPHA
+
+
 def test_the_far_envelope_is_tighter_than_the_knn_bound_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     force_path(monkeypatch, "knn")
     emb = make_tiny_embedding(400, 3, seed=61)

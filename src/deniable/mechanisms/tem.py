@@ -116,6 +116,10 @@ _TOTALS_BLOCK = 1 << 14
 #: Words the k-NN envelope sampler prepares at once (their tables, weights and layouts:
 #: a block's arrays stay in cache; 1.1x-1.2x faster than all of a batch's words at once).
 _KNN_WORDS = 1 << 10
+#: A word's envelope uses the far bounds when its k-NN envelope puts at least this share
+#: of its mass outside E (at eps >= 10 most words put far less: the bounds would change
+#: their totals little and cost a 1,024-cluster layout each).
+_FAR_MIN_SHARE = 1.0 / 64
 #: Words whose far-bound layouts (:meth:`TruncatedExponential._far_layout`: 16 bytes x
 #: clusters a word) are held at once.
 _FAR_WORDS = 1 << 10
@@ -146,7 +150,7 @@ def totals_artefact_params(
         "format": 1,
     }
     if far:
-        out["far"] = far_artefact_params(embedding, metric)
+        out["far"] = {**far_artefact_params(embedding, metric), "min_share": _FAR_MIN_SHARE}
     return out
 
 
@@ -1068,9 +1072,10 @@ class TruncatedExponential(Mechanism):
             elif not n_rest:
                 outside = np.zeros_like(m_e)
             elif far is not None:
-                outside = np.empty_like(m_e)
-                for s in range(0, words.size, _FAR_WORDS):
-                    part = slice(s, s + _FAR_WORDS)
+                outside = n_rest * np.exp(log_env)
+                with_far = np.flatnonzero(self._far_words(m_e, log_env))
+                for s in range(0, with_far.size, _FAR_WORDS):
+                    part = with_far[s : s + _FAR_WORDS]
                     outside[part] = self._far_layout(words[part], log_env[part])[0][:, -1]
             else:
                 outside = n_rest * np.exp(log_env)
@@ -1081,6 +1086,18 @@ class TruncatedExponential(Mechanism):
             bound = np.where(ok, total / m_e, np.inf)
             est = np.where(ok, total / np.maximum(z_est, m_e), np.inf)
         return ids, cum, m_e, total, log_env, bound, est
+
+    def _far_words(self, m_e: npt.NDArray[np.float64], log_env: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
+        """Which words' envelopes use the far bounds: those whose k-NN envelope puts at least
+        :data:`_FAR_MIN_SHARE` of its mass outside E (elsewhere the bounds change little and
+        cost a layout of every cluster). A function of the word's table and epsilon only, the
+        same wherever the totals are computed and wherever the sampler draws."""
+        n_rest = self._knn_rest(self._k)
+        if self._prepared.far is None or not n_rest:
+            return np.zeros(m_e.shape, dtype=bool)
+        with np.errstate(over="ignore", invalid="ignore"):
+            outside = n_rest * np.exp(log_env)
+            return np.asarray(outside >= _FAR_MIN_SHARE * (m_e + outside))
 
     def _far_layout(
         self, words: npt.NDArray[np.int64], log_env: npt.NDArray[np.float64]
@@ -1203,6 +1220,7 @@ class TruncatedExponential(Mechanism):
         # tokens a slice at a time (independent draws): the proposal buffers stay small; with
         # far bounds, a slice also has at most _FAR_WORDS words (their layouts are built for it)
         far_cum, far_q = np.empty((0, 0)), np.empty((0, 0), dtype=np.uint8)
+        far_row = np.empty(0, dtype=np.int64)  # a slice's word -> its row in the layout, or -1
         w0 = start = 0
         while start < tw.size:
             stop = min(tw.size, start + _KNN_TOKENS)
@@ -1210,7 +1228,10 @@ class TruncatedExponential(Mechanism):
                 stop = min(stop, int(np.searchsorted(tw, tw[start] + _FAR_WORDS)))
                 w0 = int(tw[start])
                 span = slice(w0, int(tw[stop - 1]) + 1)
-                far_cum, far_q = self._far_layout(words[span], log_env[span])
+                use = self._far_words(m_e[span], log_env[span])
+                far_row = np.where(use, np.cumsum(use) - 1, -1)
+                with_far = np.flatnonzero(use) + w0
+                far_cum, far_q = self._far_layout(words[with_far], log_env[with_far])
             pend = np.arange(start, stop)
             start = stop
             continued = first_u is not None
@@ -1240,20 +1261,24 @@ class TruncatedExponential(Mechanism):
                     # word y comes out with probability (V env / total) (1 / V) (w(y) / env) =
                     # w(y) / total, as E's words do. Membership is tested only after acceptance.
                     jr = j[r_at]
-                    if far is None:
-                        y = rng.integers(0, v, size=r_at.size)
-                        log_g = log_env[jr]
-                    else:
+                    row = far_row[jr - w0] if far is not None else np.full(r_at.size, -1)
+                    y = np.empty(r_at.size, dtype=np.int64)
+                    log_g = np.empty(r_at.size, dtype=np.float64)
+                    plain = np.flatnonzero(row < 0)  # words without far bounds: uniform proposals
+                    y[plain] = rng.integers(0, v, size=plain.size)
+                    log_g[plain] = log_env[jr[plain]]
+                    at = np.flatnonzero(row >= 0)
+                    if far is not None and at.size:
                         # the same, cluster by cluster: a cluster by its envelope mass, then
                         # a uniform member (the position of u within the cluster's segment)
-                        jl = jr - w0
-                        uf = u[r_at] - m_e[jr]
+                        jl = row[at]
+                        uf = u[r_at[at]] - m_e[jr[at]]
                         c = np.minimum(_count_at_most(far_cum, jl, uf), far.clusters - 1)
                         lo = np.where(c > 0, far_cum[jl, np.maximum(c - 1, 0)], 0.0)
                         with np.errstate(invalid="ignore", divide="ignore"):
                             frac = np.clip((uf - lo) / (far_cum[jl, c] - lo), 0.0, 1.0)
-                        y = far.members(c, np.nan_to_num(frac))
-                        log_g = self._far_log_envelope(far_q[jl, c], log_env[jr])
+                        y[at] = far.members(c, np.nan_to_num(frac))
+                        log_g[at] = self._far_log_envelope(far_q[jl, c], log_env[jr[at]])
                     d = self._geo.exact_indexed(w_rows, jr, words[jr], y)
                     with np.errstate(over="ignore", invalid="ignore"):
                         p_acc = np.exp(self._weights_exponent(d) - log_g)
