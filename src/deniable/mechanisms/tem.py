@@ -149,8 +149,9 @@ def totals_artefact_params(
         "usable": [_KNN_MAX_RATIO, _KNN_MAX_EST],
         "format": 1,
     }
-    if far:
-        out["far"] = {**far_artefact_params(embedding, metric), "min_share": _FAR_MIN_SHARE}
+    if far:  # the far artefact's own key, and which words use it
+        out["far"] = far_artefact_params(embedding, metric)
+        out["far_min_share"] = _FAR_MIN_SHARE
     return out
 
 
