@@ -164,3 +164,26 @@ def test_count_at_most_is_the_plain_count(width: int) -> None:
     u = np.concatenate([rng.uniform(-1, top, 4000), cum[rows[4000:], rng.integers(0, width, 1000)]])  # exact hits too
     expect = (cum[rows] <= u[:, None]).sum(axis=1)
     assert np.array_equal(_count_at_most(cum, rows, u), expect)
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "angular", "manhattan"])
+def test_chunked_exact_distances_are_the_same_bits(monkeypatch: pytest.MonkeyPatch, metric: str) -> None:
+    # Geometry.exact (chunks of 8,192 rows) and exact_indexed (2,048 pairs) against one
+    # pair at a time: chunking must not change a single bit
+    from deniable.mechanisms import _tem_geometry as geometry_module
+
+    monkeypatch.setattr(geometry_module, "_PAIRED_CHUNK", 7)
+    emb = make_tiny_embedding(20000, 6, seed=73)
+    geo = Geometry(emb, metric)
+    rng = np.random.default_rng(15)
+    ws, ys = rng.integers(0, emb.size, 100), rng.integers(0, emb.size, 100)
+    ys[:5] = ws[:5]  # d(w, w) = 0 exactly
+    one_by_one = np.array(
+        [geo.exact_rows(geo.x[[w]], np.array([w]), np.array([y]))[0] for w, y in zip(ws, ys, strict=True)]
+    )
+    assert np.array_equal(geo.exact_paired(ws, ys), one_by_one) and (one_by_one[:5] == 0).all()
+    table = np.asarray(geo.x[np.unique(ws)], dtype=np.float64)
+    idx = np.searchsorted(np.unique(ws), ws)
+    assert np.array_equal(geo.exact_indexed(table, idx, ws, ys), one_by_one)
+    row = geo.exact(int(ws[0]), np.arange(emb.size))  # 3 chunks of 8,192
+    assert np.array_equal(row[ys], geo.exact_rows(geo.x[[ws[0]]], ws[:1], ys))

@@ -114,7 +114,7 @@ _HEAVY_PROPOSALS = 1 << 16
 #: Words whose envelope totals are computed at once (bounds scratch memory: ~2 KB a word).
 _TOTALS_BLOCK = 1 << 14
 #: Words the k-NN envelope sampler prepares at once (their tables, weights and layouts:
-#: a block's arrays stay in cache; 1.1x-1.2x faster than all of a batch's words at once).
+#: a block's arrays stay in cache, where all of a large batch's words at once did not).
 _KNN_WORDS = 1 << 10
 #: A word's envelope uses the far bounds when its k-NN envelope puts at least this share
 #: of its mass outside E (at eps >= 10 most words put far less: the bounds would change
