@@ -187,3 +187,20 @@ def test_chunked_exact_distances_are_the_same_bits(monkeypatch: pytest.MonkeyPat
     assert np.array_equal(geo.exact_indexed(table, idx, ws, ys), one_by_one)
     row = geo.exact(int(ws[0]), np.arange(emb.size))  # 3 chunks of 8,192
     assert np.array_equal(row[ys], geo.exact_rows(geo.x[[ws[0]]], ws[:1], ys))
+
+
+def test_a_damaged_far_artefact_is_never_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from deniable.artefacts import ArtefactError
+
+    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path))
+    emb = make_tiny_embedding(300, 3, seed=74)
+    prepare(emb, ["tem"], options={"epsilon": 3.0}, show_progress=False)
+    info = open_artefact(emb, FAR_KIND, far_artefact_params(emb, "euclidean"))
+    assert info is not None
+    good = info.file("bounds.npy").read_bytes()
+    info.file("bounds.npy").write_bytes(good[:-1])  # truncated
+    with pytest.raises(ArtefactError, match="deniable prepare"):
+        TruncatedExponential(emb, 3.0).privatize(np.array([1, 2]), np.random.default_rng(0))
+    prepare(emb, ["tem"], options={"epsilon": 3.0}, show_progress=False)  # rebuilt
+    assert open_artefact(emb, FAR_KIND, far_artefact_params(emb, "euclidean")) is not None
+    assert TruncatedExponential(emb, 3.0).privatize(np.array([1, 2]), np.random.default_rng(0)).shape == (2,)
