@@ -9,8 +9,9 @@ vocabulary into ``C`` clusters (k-means on the public vectors) and stores, for e
 :meth:`Geometry.bound_values_rows`, rounded down to a multiple of ``step``, one byte). The
 envelope then weighs cluster ``c`` by ``n_c exp(-a min(max(lb, d_env), gamma))`` instead of
 ``n_c exp(-a min(d_env, gamma))``: on GloVe and IMDb tokens at eps 3, about 9 proposals per
-token that moves instead of about 70 (docs/tem.md, sampler 7). It depends on the embedding and the metric only, like the k-NN
-tables, and is built by ``deniable prepare -m tem -e EPS`` (one V x V pass, two threads).
+token that moves instead of about 70 (docs/tem.md, sampler 7). It depends on the embedding
+and the metric only, like the k-NN tables, and is built by ``deniable prepare -m tem -e
+EPS`` (one V x V pass, two threads).
 
 Files: ``order.npy`` (int32, the word ids sorted by cluster), ``rank.npy`` (int32, its
 inverse: the place of each word in ``order``), ``starts.npy`` (int64, C + 1 offsets of the
