@@ -63,13 +63,12 @@ def test_far_bounds_are_proven_tight_and_consistent(
     assert worst_gap <= far.step + 1e-3  # rounded down by at most one step (+ the float32 screen's slack)
 
 
-@pytest.mark.parametrize("far_words", [None, 2])
-def test_draws_through_the_far_envelope_are_exact(monkeypatch: pytest.MonkeyPatch, far_words: int | None) -> None:
+@pytest.mark.parametrize("block_words", [None, 2])
+def test_draws_through_the_far_envelope_are_exact(monkeypatch: pytest.MonkeyPatch, block_words: int | None) -> None:
     opts = force_path(monkeypatch, "knn")  # k = 8 of 400: most mass is outside E, in the clusters
     monkeypatch.setattr(tem_module, "_HEAVY_PROPOSALS", float("inf"))
-    if far_words is not None:  # many blocks and slices, a few words each, and small token slices
-        monkeypatch.setattr(tem_module, "_KNN_WORDS", far_words)
-        monkeypatch.setattr(tem_module, "_FAR_WORDS", far_words)
+    if block_words is not None:  # many blocks, a few words each, and small token slices
+        monkeypatch.setattr(tem_module, "_KNN_WORDS", block_words)
         monkeypatch.setattr(tem_module, "_KNN_TOKENS", 5000)
     emb = make_tiny_embedding(400, 3, seed=61)
     prepare(emb, ["tem"], options={"epsilon": 3.0}, show_progress=False)

@@ -113,16 +113,14 @@ _KNN_TOKENS = 1 << 15
 _HEAVY_PROPOSALS = 1 << 16
 #: Words whose envelope totals are computed at once (bounds scratch memory: ~2 KB a word).
 _TOTALS_BLOCK = 1 << 14
-#: Words the k-NN envelope sampler prepares at once (their tables, weights and layouts:
-#: a block's arrays stay in cache, where all of a large batch's words at once did not).
+#: Words the k-NN envelope sampler prepares at once (their tables, weights and far-bound
+#: layouts, :meth:`TruncatedExponential._far_layout`: 9 bytes x 1,024 clusters a word): a
+#: block's arrays stay in cache, where all of a large batch's words at once did not.
 _KNN_WORDS = 1 << 10
 #: A word's envelope uses the far bounds when its k-NN envelope puts at least this share
 #: of its mass outside E (at eps >= 10 most words put far less: the bounds would change
 #: their totals little and cost a 1,024-cluster layout each).
 _FAR_MIN_SHARE = 1.0 / 64
-#: Words whose far-bound layouts (:meth:`TruncatedExponential._far_layout`: 16 bytes x
-#: clusters a word) are held at once.
-_FAR_WORDS = 1 << 10
 
 
 def knn_artefact_params(embedding: Embedding, metric: str) -> dict[str, object]:
@@ -664,16 +662,16 @@ class TruncatedExponential(Mechanism):
             inv = inv.ravel()
             prepared = self._prepared_knn()
             assert prepared is not None
+            word_totals = np.empty(words.size, dtype=np.float64)
+            word_totals[inv] = totals[move]  # every token of a word has the word's total
             if not self.history_free:
-                done = self._sample_heavy(words, inv, move, totals[move], out, rng)
+                done = self._sample_heavy(words, inv, move, word_totals, out, rng)
                 if done.any():  # drop those words' tokens, renumbering the rest (no second unique)
                     keep = ~done[inv]
                     renumber = np.cumsum(~done) - 1
                     move, u_move, inv = move[keep], u_move[keep], renumber[inv[keep]]
-                    words = words[~done]
+                    words, word_totals = words[~done], word_totals[~done]
             if move.size:
-                word_totals = np.empty(words.size, dtype=np.float64)
-                word_totals[inv] = totals[move]  # every token of a word has the word's total
                 usable = self._sample_knn(words, prepared, inv, move, out, rng, u_first=u_move, totals=word_totals)
                 if not usable.all():  # the totals come from the same test: never
                     raise RuntimeError("internal error: a word with an envelope total has no usable envelope")
@@ -701,7 +699,8 @@ class TruncatedExponential(Mechanism):
         are drawn from the exact law GIVEN that: the word itself with probability
         ``(1/Z - 1/T) / (1 - 1/T)`` (Z the true total; T >= Z), else a word of the table
         other than itself (``_sample_rest``), which is ``p(y) / (1 - 1/T)`` for every other
-        ``y``, as the envelope sampler would give. Returns which of ``words`` were done.
+        ``y``, as the envelope sampler would give. ``env_totals``: each word's T. Returns
+        which of ``words`` were done.
         """
         counts = np.bincount(inv, minlength=words.size)
         handled = np.zeros(words.size, dtype=bool)
@@ -713,7 +712,7 @@ class TruncatedExponential(Mechanism):
             return handled
         prepared = self._prepared_knn()
         assert prepared is not None
-        est = self._knn_arrays(prepared.rows(words[maybe]), words[maybe])[6]
+        est = self._knn_arrays(prepared.rows(words[maybe]), words[maybe], env_totals[maybe])[6]
         work = counts[maybe] * est
         heavy = maybe[work >= _HEAVY_PROPOSALS]
         # at most as many as the LRU holds (the costliest first): more would evict one
@@ -740,7 +739,7 @@ class TruncatedExponential(Mechanism):
             if z is None:
                 z = self._total(w, table)
                 self._totals[w] = z
-            p_self = self._self_after_failed_test(z, float(env_totals[at[0]]))
+            p_self = self._self_after_failed_test(z, float(env_totals[j]))
             res = np.full(at.size, w, dtype=np.int64)
             rest = rng.random(at.size) >= p_self
             if rest.any():
@@ -1075,8 +1074,8 @@ class TruncatedExponential(Mechanism):
             elif far is not None:
                 outside = n_rest * np.exp(log_env)
                 with_far = np.flatnonzero(self._far_words(m_e, log_env))
-                for s in range(0, with_far.size, _FAR_WORDS):
-                    part = with_far[s : s + _FAR_WORDS]
+                for s in range(0, with_far.size, _KNN_WORDS):
+                    part = with_far[s : s + _KNN_WORDS]
                     outside[part] = self._far_layout(words[part], log_env[part])[0][:, -1]
             else:
                 outside = n_rest * np.exp(log_env)
@@ -1218,23 +1217,17 @@ class TruncatedExponential(Mechanism):
             below = np.where(col > 0, cum[np.arange(ids.shape[0]), col - 1], 0.0)  # mass before it
         done = np.zeros(tw.size, dtype=bool)
         far = self._prepared.far if k < v else None
-        # tokens a slice at a time (independent draws): the proposal buffers stay small; with
-        # far bounds, a slice also has at most _FAR_WORDS words (their layouts are built for it)
+        # the far layout of the block's words that use the far bounds (at most _KNN_WORDS
+        # words: :meth:`_sample_knn` blocks them), built once; far_row: a word's row, or -1
+        far_row = np.full(words.size, -1, dtype=np.int64)
         far_cum, far_q = np.empty((0, 0)), np.empty((0, 0), dtype=np.uint8)
-        far_row = np.empty(0, dtype=np.int64)  # a slice's word -> its row in the layout, or -1
-        w0 = start = 0
-        while start < tw.size:
-            stop = min(tw.size, start + _KNN_TOKENS)
-            if far is not None:
-                stop = min(stop, int(np.searchsorted(tw, tw[start] + _FAR_WORDS)))
-                w0 = int(tw[start])
-                span = slice(w0, int(tw[stop - 1]) + 1)
-                use = self._far_words(m_e[span], log_env[span])
-                far_row = np.where(use, np.cumsum(use) - 1, -1)
-                with_far = np.flatnonzero(use) + w0
-                far_cum, far_q = self._far_layout(words[with_far], log_env[with_far])
-            pend = np.arange(start, stop)
-            start = stop
+        if far is not None:
+            with_far = np.flatnonzero(usable & self._far_words(m_e, log_env))
+            far_row[with_far] = np.arange(with_far.size)
+            far_cum, far_q = self._far_layout(words[with_far], log_env[with_far])
+        # tokens a slice at a time (independent draws): the proposal buffers stay small
+        for start in range(0, tw.size, _KNN_TOKENS):
+            pend = np.arange(start, min(tw.size, start + _KNN_TOKENS))
             continued = first_u is not None
             while pend.size:
                 if continued:  # the continued first attempt of each token
@@ -1262,7 +1255,7 @@ class TruncatedExponential(Mechanism):
                     # word y comes out with probability (V env / total) (1 / V) (w(y) / env) =
                     # w(y) / total, as E's words do. Membership is tested only after acceptance.
                     jr = j[r_at]
-                    row = far_row[jr - w0] if far is not None else np.full(r_at.size, -1)
+                    row = far_row[jr]
                     y = np.empty(r_at.size, dtype=np.int64)
                     log_g = np.empty(r_at.size, dtype=np.float64)
                     plain = np.flatnonzero(row < 0)  # words without far bounds: uniform proposals
