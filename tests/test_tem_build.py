@@ -8,7 +8,7 @@ import pytest
 from conftest import make_tiny_embedding
 from deniable.mechanisms import _tem_store
 from deniable.mechanisms._tem_geometry import Geometry
-from deniable.mechanisms._tem_store import _knn_heaps
+from deniable.mechanisms._tem_store import _knn_heaps, _near_groups
 
 
 def _screen_rows(geo: Geometry) -> np.ndarray:
@@ -20,27 +20,34 @@ def _screen_rows(geo: Geometry) -> np.ndarray:
 @pytest.mark.parametrize("metric", ["euclidean", "angular"])
 @pytest.mark.parametrize("tile", [7, 64])
 @pytest.mark.parametrize("sample", [32, 4096])  # the seeds from a strided sample, or from every column
+@pytest.mark.parametrize("v", [250, 1200])  # 1200: in k-means cluster order, with the clusters' seeds
 def test_heaps_hold_the_smallest_keys_of_every_row(
-    monkeypatch: pytest.MonkeyPatch, metric: str, tile: int, sample: int
+    monkeypatch: pytest.MonkeyPatch, metric: str, tile: int, sample: int, v: int
 ) -> None:
     monkeypatch.setattr(_tem_store, "_SAMPLE", sample)
-    v, k1 = 250, 17
+    k1 = 17
     geo = Geometry(make_tiny_embedding(v, 5, seed=3), metric)
-    first, second = geo._block_operands(np.dtype(np.float32))
+    first, _ = geo._block_operands(np.dtype(np.float32))
     if metric == "angular":
-        rows, right, add = -first, second, None
-    else:
-        rows = np.hstack([geo.x, np.ones((v, 1), dtype=np.float32)])
-        right, add = first, geo._sq
+        rows = -first
 
-    def left(i0: int, i1: int) -> np.ndarray:
-        return rows[i0:i1]
+        def partner(r: np.ndarray) -> np.ndarray:
+            return -r
+
+    else:  # [q, 1, |q|^2] @ [-2 y ; |y|^2 ; 1]
+        rows = np.hstack([geo.x, np.ones((v, 1), dtype=np.float32), geo._sq[:, None].astype(np.float32)])
+
+        def partner(r: np.ndarray) -> np.ndarray:
+            return np.hstack([-2 * r[:, :-2], r[:, -1:], r[:, -2:-1]])
 
     slack = 2.0 * geo._err(int(np.argmax(geo._norms)))
-    blocks = list(_knn_heaps(left, right, add, k1, slack, tile=tile))
+    groups, perm = _near_groups(geo.x, k1, metric == "angular")
+    assert bool(groups) == (v == 1200) and np.array_equal(np.sort(perm), np.arange(v))
+    blocks = list(_knn_heaps(rows[perm], partner, k1, slack, tile=tile, groups=groups))
     assert [b[0] for b in blocks] == list(range(0, v, tile))  # every block, in row order
-    keys = np.concatenate([b[1] for b in blocks])
-    ids = np.concatenate([b[2] for b in blocks])
+    keys, ids = np.empty((v, k1), dtype=np.float32), np.empty((v, k1), dtype=np.int64)
+    keys[perm] = np.concatenate([b[1] for b in blocks])
+    ids[perm] = perm[np.concatenate([b[2] for b in blocks])]
     full = _screen_rows(geo)
     expect = np.sort(full, axis=1)[:, :k1]
     # the same float32 quantity, possibly summed in the other orientation (i, j) / (j, i)

@@ -50,7 +50,9 @@ class Geometry:
 
     def __init__(self, embedding: Embedding, metric: str) -> None:
         self.metric = metric
-        self.x = embedding.vectors  # (V, n) float32, read-only
+        # (V, n) float32, read-only; a plain ndarray view of the memory map (a memmap
+        # subclass would add its __getitem__ to every indexing)
+        self.x = np.asarray(embedding.vectors)
         self.size, self.dim = self.x.shape
         n = self.dim
         # a priori bound on float32 error, with a factor 2 of safety (see docs/tem.md)
@@ -67,6 +69,11 @@ class Geometry:
             self._block_operands(np.dtype(np.float32))
         if metric == "euclidean" and self.screening:
             self._sq = (norms * norms).astype(np.float32)
+
+    def release_operands(self) -> None:
+        """Drop the cached block operands (a copy of the vectors: 80-160 MB at 400k words), rebuilt on demand."""
+        with self._lock:
+            self._operands.clear()
 
     def _block_operands(self, dt: np.dtype[Any]) -> tuple[np.ndarray, np.ndarray]:
         """The right-hand side of the block product in ``dt`` (built once per dtype).

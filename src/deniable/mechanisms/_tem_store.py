@@ -18,8 +18,8 @@ memory-mapped by :class:`PreparedKnn`.
 
 from __future__ import annotations
 
-import hashlib
 import math
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -33,6 +33,7 @@ import numpy.typing as npt
 
 from .._progress import progress
 from ..embedding import Embedding, Vocabulary
+from ..metrics import unit_rows
 from ._tem_geometry import Geometry
 
 __all__ = ["KNN_KIND", "PreparedKnn", "TableStore", "build_knn_artefact", "knn_entry"]
@@ -49,6 +50,8 @@ _WORKERS = 2
 _SAMPLE = 4096
 #: rows of exact neighbour distances computed at once in the build (k x dim float64 each)
 _EXACT_CHUNK = 16
+#: rows of a tile behind one minimum in the column filter of the prepared build
+_CHUNK = 16
 
 
 class TableStore:
@@ -188,26 +191,38 @@ def _bounds(geo: Geometry, w: int, kth: float, sample: np.ndarray, n_sketch: int
 # -- the prepared build --------------------------------------------------------------------------
 
 
-class _NpyWriter:
-    """Write a C-order ``.npy`` array block by block, hashing the bytes as they go."""
+class _RowWriter:
+    """A C-order ``.npy`` array of ``shape`` written row by row at given row numbers (``os.pwrite``).
 
-    def __init__(self, path: Path, dtype: np.dtype[Any], shape: tuple[int, ...]) -> None:
-        self.fh = open(path, "wb")  # noqa: SIM115 - closed by close()
-        self.hash = hashlib.sha256()
+    The file has its full size from the start; rows arrive in any order (the build's
+    cluster order) and are never all held in memory.
+    """
+
+    def __init__(self, path: Path, dtype: np.dtype[Any], shape: tuple[int, int]) -> None:
         self.dtype = dtype
         header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape}
-        np.lib.format.write_array_header_2_0(self, header)
+        with open(path, "wb") as fh:
+            np.lib.format.write_array_header_2_0(fh, header)
+            self.offset = fh.tell()
+        self.row_bytes = dtype.itemsize * shape[1]
+        self.fd = os.open(path, os.O_RDWR)
+        os.ftruncate(self.fd, self.offset + self.row_bytes * shape[0])
 
-    def write(self, data: bytes | memoryview) -> int:
-        self.hash.update(data)
-        return self.fh.write(data)
+    def rows(self, at: npt.NDArray[np.int64], arr: np.ndarray) -> None:
+        """Write ``arr[r]`` as row ``at[r]``: one write per run of consecutive row numbers."""
+        arr = np.ascontiguousarray(arr, dtype=self.dtype)
+        order = np.argsort(at, kind="stable")
+        at, arr = at[order], arr[order]
+        cut = np.flatnonzero(np.diff(at) != 1) + 1
+        for lo, hi in zip(np.r_[0, cut].tolist(), np.r_[cut, at.size].tolist(), strict=True):
+            data = arr[lo:hi].tobytes()
+            off = self.offset + int(at[lo]) * self.row_bytes
+            while data:
+                done = os.pwrite(self.fd, data, off)
+                data, off = data[done:], off + done
 
-    def block(self, arr: np.ndarray) -> None:
-        self.write(np.ascontiguousarray(arr, dtype=self.dtype).tobytes())
-
-    def close(self) -> str:
-        self.fh.close()
-        return self.hash.hexdigest()
+    def close(self) -> None:
+        os.close(self.fd)
 
 
 def build_knn_artefact(
@@ -215,10 +230,12 @@ def build_knn_artefact(
 ) -> dict[str, str]:
     """Write ``ids.npy`` and ``dist.npy``: the k-NN table of every word of ``embedding``.
 
-    Euclidean and angular: blocked exact k-NN search (faiss ``IndexFlatL2`` /
-    ``IndexFlatIP``: one BLAS product per block of queries and a partial top-(k+1) per
-    row), in bounded memory; the exact float64 distances of E come from
+    Euclidean and angular: a symmetric tiled exact k-NN search (:func:`_knn_heaps`: each
+    pair's float32 key computed once by BLAS, faiss heaps for the top-(k+1) of every
+    word), in bounded memory; the exact float64 distances of E come from
     :meth:`Geometry.exact_paired`. Manhattan and chebyshev: screening rows block by block.
+    Rows are written where they belong as their blocks complete (``os.pwrite``); the
+    store hashes the files.
     """
     if not isinstance(embedding, Embedding):
         raise Embedding.type_error(embedding)
@@ -226,8 +243,8 @@ def build_knn_artefact(
     geo = Geometry(embedding, metric)
     v = geo.size
     width = k + 1 + n_sketch
-    ids_w = _NpyWriter(folder / "ids.npy", np.dtype(np.int32), (v, width))
-    dist_w = _NpyWriter(folder / "dist.npy", np.dtype(np.float64), (v, width))
+    ids_w = _RowWriter(folder / "ids.npy", np.dtype(np.int32), (v, width))
+    dist_w = _RowWriter(folder / "dist.npy", np.dtype(np.float64), (v, width))
     what = f"TEM: k-NN tables of {v:,} words (k={k}, {metric})"
     try:
         with progress(v, what, enabled=show_progress) as advance:
@@ -235,16 +252,17 @@ def build_knn_artefact(
                 blocks = _knn_blocks_symmetric(geo, k, n_sketch)
             else:
                 blocks = _knn_blocks_rows(geo, k, n_sketch)
-            for ids, dist in blocks:
-                ids_w.block(ids)
-                dist_w.block(dist)
-                advance(ids.shape[0])
+            for at, ids, dist in blocks:
+                ids_w.rows(at, ids)
+                dist_w.rows(at, dist)
+                advance(at.size)
     finally:
-        sums = {"ids.npy": ids_w.close(), "dist.npy": dist_w.close()}
-    return sums
+        ids_w.close()
+        dist_w.close()
+    return {}  # the store hashes the files
 
 
-def _knn_blocks_rows(geo: Geometry, k: int, n_sketch: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def _knn_blocks_rows(geo: Geometry, k: int, n_sketch: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     v = geo.size
     block = max(1, min(128, (64 << 20) // (4 * v)))
     buf = np.empty((block, v), dtype=np.float32)
@@ -253,45 +271,68 @@ def _knn_blocks_rows(geo: Geometry, k: int, n_sketch: int) -> Iterator[tuple[np.
         rows = buf[: q.size]
         geo.screen(q, rows)
         entries = [knn_entry(geo, int(w), rows[r], k, n_sketch) for r, w in enumerate(q.tolist())]
-        yield np.stack([e[0] for e in entries]), np.stack([e[1] for e in entries])
+        yield q, np.stack([e[0] for e in entries]), np.stack([e[1] for e in entries])
 
 
-def _knn_blocks_symmetric(geo: Geometry, k: int, n_sketch: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Blocks of k-NN tables from the symmetric blocked search (euclidean and angular).
+def _knn_blocks_symmetric(geo: Geometry, k: int, n_sketch: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Blocks ``(words, ids, dist)`` of k-NN tables from the symmetric blocked search (euclidean and angular).
 
     The keys are float32 ``|q|^2 + |y|^2 - 2 q.y`` (euclidean) or ``-q.y`` of unit
     vectors (angular), the quantities of :meth:`Geometry.screen` (smaller = closer); the
     pair ``(i, j)`` is computed once and feeds the heaps of both words, in an order of
     summation that may differ from the row's own, which the a priori error bound of
     :meth:`Geometry.bound_values` allows, so ``d_env`` from the (k+1)-th key is a proven
-    lower bound.
+    lower bound. In the search, ``|q|^2`` is a term of the product (``[q, 1, |q|^2] @ [-2 y
+    ; |y|^2 ; 1]``: the same n + 2 terms, so the same bound). The search runs on the words
+    in k-means cluster order (a function of the public vectors), the order of the seeds'
+    groups (see :func:`_near_groups`); blocks come out in that order.
     """
     v, n = geo.size, geo.dim
     angular = geo.metric == "angular"
-    first, second = geo._block_operands(np.dtype(np.float32))  # the operands of Geometry.screen
+    # the search holds its own operand, in cluster order (the screen's values, rebuilt here
+    # from the vectors; Geometry's copy would be a second one: dropped)
+    geo.release_operands()
+    groups, perm = _near_groups(geo.x, k + 1, angular)
+    stride = max(1, v // _SAMPLE)
     add_rows: np.ndarray | None
+    if angular:  # left rows: -unit rows (keys -cos, exact negations of the cosines)
+        add_rows = None
 
-    def left(i0: int, i1: int) -> np.ndarray:
-        if angular:
-            return np.negative(first[i0:i1])  # -unit rows: keys -cos, exact negations of the cosines
-        rows = np.empty((i1 - i0, n + 1), dtype=np.float32)
-        rows[:, :-1] = geo.x[i0:i1]
-        rows[:, -1] = 1.0
-        return rows
+        def left(sel: slice | np.ndarray) -> np.ndarray:
+            return np.negative(unit_rows(geo.x[sel], np.float32))
 
-    if angular:
-        right, add_rows = second, None
-    else:
-        right, add_rows = first, geo._sq  # [-2 y ; |y|^2], |q|^2
-    sample_t = np.ascontiguousarray(right[:, :: max(1, v // _SAMPLE)])
+        def partner(rows: np.ndarray) -> np.ndarray:
+            return np.negative(rows)  # the unit rows themselves (exact negation)
+
+        lhs_p = left(perm)
+        sample_t = np.ascontiguousarray(partner(left(slice(None, None, stride))).T)
+    else:  # left rows [q, 1] and right [-2 y ; |y|^2], plus |q|^2
+        add_rows = geo._sq
+
+        def left(sel: slice | np.ndarray) -> np.ndarray:
+            return _augmented(geo.x[sel])
+
+        def partner(rows: np.ndarray) -> np.ndarray:
+            out = np.empty_like(rows)  # [-2 y, |y|^2, 1] from [y, 1, |y|^2] (exact)
+            np.multiply(rows[:, :n], np.float32(-2.0), out=out[:, :n])
+            out[:, n], out[:, n + 1] = rows[:, n + 1], rows[:, n]
+            return out
+
+        lhs_p = np.empty((v, n + 2), dtype=np.float32)
+        lhs_p[:, : n + 1] = left(perm)
+        lhs_p[:, n + 1] = add_rows[perm]
+        sample_t = np.empty((n + 1, -(-v // stride)), dtype=np.float32)
+        np.multiply(geo.x[::stride].T, np.float32(-2.0), out=sample_t[:n])
+        sample_t[n] = add_rows[::stride]
     # two float32 evaluations of one key differ by at most twice the a priori error bound
     slack = 2.0 * geo._err(int(np.argmax(geo._norms)))
-    for s, keys, nn in _knn_heaps(left, right, add_rows, k + 1, slack):
-        q = np.arange(s, s + keys.shape[0], dtype=np.int64)
-        e_ids = np.sort(nn[:, :k], axis=1)
+    heaps = _knn_heaps(lhs_p, partner, k + 1, slack, groups=groups)
+    for s, keys, nn in heaps:
+        q = perm[s : s + keys.shape[0]]
+        e_ids = np.sort(perm[nn[:, :k]], axis=1)
         kth32 = keys[:, k]
         # the sketch: the same order statistics of the sampled far keys as knn_entry takes
-        sample = left(s, s + q.size) @ sample_t
+        sample = left(q) @ sample_t
         if add_rows is not None:
             sample += add_rows[q][:, None]
         sample.sort(axis=1)
@@ -310,38 +351,54 @@ def _knn_blocks_symmetric(geo: Geometry, k: int, n_sketch: int) -> Iterator[tupl
         for c in range(0, q.size, _EXACT_CHUNK):
             exact[c : c + _EXACT_CHUNK] = geo.exact_paired(q[c : c + _EXACT_CHUNK, None], e_ids[c : c + _EXACT_CHUNK])
         ids = np.concatenate([e_ids, np.full((q.size, 1 + n_sketch), -1)], axis=1)
-        yield ids, np.concatenate([exact, env], axis=1)
+        yield q, ids, np.concatenate([exact, env], axis=1)
+
+
+def _augmented(x: np.ndarray) -> np.ndarray:
+    """``[x, 1]`` in float32."""
+    rows = np.empty((x.shape[0], x.shape[1] + 1), dtype=np.float32)
+    rows[:, :-1] = x
+    rows[:, -1] = 1.0
+    return rows
 
 
 def _knn_heaps(
-    left: Callable[[int, int], np.ndarray],
-    right: np.ndarray,
-    add_rows: np.ndarray | None,
+    lhs: np.ndarray,
+    partner: Callable[[np.ndarray], np.ndarray],
     k1: int,
     slack: float,
     *,
     tile: int | None = None,
+    groups: list[tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-    """The ``k1`` smallest keys of every row, ``key(i, j) = left(i, i + 1) @ right[:, j] (+ add_rows[i])``.
+    """The ``k1`` smallest keys of every row, ``key(i, j) = lhs[i] @ partner(lhs[j])``.
 
-    ``left(i0, i1)`` gives the left operand's rows ``i0:i1`` (built per tile, not held).
+    ``partner`` maps rows of ``lhs`` to the rows of the right operand (a column scaling
+    and permutation: nothing else is held in memory).
+
     The key must be symmetric in exact arithmetic (``key(i, j) = key(j, i)`` up to float32
     rounding): each tile ``(I, J)``, ``I <= J``, is computed once (one float32 BLAS product
-    of ``tile x tile``) and feeds the faiss max-heaps of its rows (every value) and of its
-    columns (only values at most the column's current heap top, which only decreases, and
-    at most its seed: the k1-th smallest key over a strided sample of columns plus
-    ``slack``, a bound on the difference of two float32 evaluations of one key; so at least
-    k1 keys of every column pass and none of its k1 smallest is dropped).
-    Two worker threads with single-threaded BLAS and faiss share the tiles; heap updates
-    and the reads of heap tops hold a lock. Yields ``(start, keys, ids)`` per block of
-    ``tile`` rows, in row order, as soon as the block is final (keys ascending,
-    ``(rows, k1)`` float32 and int64); the next row of tiles is already running meanwhile.
-    Memory: the heaps of all rows, ``12 k1`` bytes per row.
+    of ``tile x tile``) and feeds the faiss max-heaps of its rows and of its columns. Only
+    what can enter a heap is offered: the rows whose minimum (and the chunks of ``_CHUNK``
+    rows of a column whose minimum) is at most the heap's current top (which only
+    decreases) and at most the word's seed; faiss compares each offered value with the
+    top. A word's seed is the k1-th smallest key over some columns (the ``groups``: the
+    members of the nearest k-means clusters, see :func:`_near_groups`; else a strided
+    sample of all columns) plus ``slack``, a bound on the difference of two float32
+    evaluations of one key; so at least k1 keys of every word pass and none of its k1
+    smallest is dropped.
+    Two worker threads with single-threaded BLAS and faiss share the tiles, one row of
+    tiles at a time, without a lock: a tile's column words are its own among the running
+    tiles (it offers to the shared heaps), and each worker offers the row words' values to
+    its own copy of their heaps, whose gains are merged when the row ends. Yields
+    ``(start, keys, ids)`` per block of ``tile`` rows, in row order, as soon as the block
+    is final (keys ascending, ``(rows, k1)`` float32 and int64); the next row of tiles is
+    already running meanwhile. Memory: the heaps of all rows, ``12 k1`` bytes per row.
     """
     import faiss
 
     tile = tile or _TILE
-    v = right.shape[1]
+    v = lhs.shape[0]
     vals = np.empty((v, k1), dtype=np.float32)
     nn = np.empty((v, k1), dtype=np.int64)
     heaps: Any = faiss.float_maxheap_array_t()  # (the stubs miss addn's offsets)
@@ -349,73 +406,88 @@ def _knn_heaps(
     heaps.val, heaps.ids = faiss.swig_ptr(vals), faiss.swig_ptr(nn)
     heaps.heapify()
     top = vals[:, 0]  # the largest kept key of each heap
-    lock = threading.Lock()
     starts = list(range(0, v, tile))
     seed = np.full(v, np.inf, dtype=np.float32)
-    sample = right[:, :: max(1, v // _SAMPLE)]
+    sample = partner(lhs[:: max(1, v // _SAMPLE)]).T
 
-    def seed_rows(i0: int) -> None:
-        i1 = min(v, i0 + tile)
-        g = left(i0, i1) @ sample
-        if add_rows is not None:
-            g += add_rows[i0:i1, None]
+    def seeds(members: slice | np.ndarray, cols: np.ndarray | None) -> None:
+        faiss.omp_set_num_threads(1)  # (per thread in OpenMP: this worker's)
+        g = lhs[members] @ (sample if cols is None else partner(lhs[cols]).T)
         kth = np.partition(g, k1 - 1, axis=1)[:, k1 - 1].astype(np.float64) + slack
-        seed[i0:i1] = np.nextafter(kth.astype(np.float32), np.float32(np.inf))  # rounded up
+        up = np.nextafter(kth.astype(np.float32), np.float32(np.inf))  # rounded up
+        seed[members] = np.minimum(seed[members], up)  # (the members of two calls are disjoint)
+
+    local = threading.local()
+    privates: dict[int, list[tuple[Any, np.ndarray, np.ndarray]]] = {}
+    register = threading.Lock()
+
+    def private(i0: int, r: int) -> tuple[Any, np.ndarray, np.ndarray]:
+        """This worker's own heaps for the rows of block ``i0`` (merged when the block ends)."""
+        mine = getattr(local, "heaps", None)
+        if mine is None or mine[0] != i0:
+            # a copy of the shared heaps (no one changes them while the block's row runs),
+            # so faiss compares with tops as tight; the merge keeps only what the row's tiles
+            # added (ids >= i0: the shared heaps hold columns of earlier blocks only)
+            pv = vals[i0 : i0 + r].copy()
+            pi = nn[i0 : i0 + r].copy()
+            ph: Any = faiss.float_maxheap_array_t()
+            ph.k, ph.nh = k1, r
+            ph.val, ph.ids = faiss.swig_ptr(pv), faiss.swig_ptr(pi)
+            mine = local.heaps = (i0, ph, pv, pi)
+            with register:
+                privates.setdefault(i0, []).append((ph, pv, pi))
+        return mine[1], mine[2], mine[3]
 
     def one_tile(i0: int, j0: int) -> None:
+        faiss.omp_set_num_threads(1)  # (per thread in OpenMP: this worker's)
         i1, j1 = min(v, i0 + tile), min(v, j0 + tile)
-        c = j1 - j0
-        g = left(i0, i1) @ right[:, j0:j1]
-        if add_rows is not None:
-            g += add_rows[i0:i1, None]
-        if i0 != j0:  # the column words' heaps: keep only what can enter them (cheap filter)
-            with lock:
-                tc = np.minimum(top[j0:j1], seed[j0:j1])
-            hit = np.flatnonzero(g <= tc[None, :])
-            col = (hit % c).astype(np.int16 if c <= 1 << 15 else np.int64)  # int16: a radix sort
-            order = np.argsort(col, kind="stable")
-            col, src, key = col[order], (hit // c)[order], g.reshape(-1)[hit[order]]
-        with lock:  # the row words' heaps: every value (faiss compares with the heap tops)
-            heaps.addn(c, faiss.swig_ptr(g), j0, i0, i1 - i0)
-        if i0 == j0 or col.size == 0:
+        r, c = i1 - i0, j1 - j0
+        g = lhs[i0:i1] @ partner(lhs[j0:j1]).T
+        # what can still enter a heap: at most its top (which only decreases) and its seed.
+        # The row words' heaps: this worker's own, for the rows whose minimum can enter
+        # (faiss compares each value with the heap's top).
+        ph, pv, _ = private(i0, r)
+        tr = np.minimum(seed[i0:i1], pv[:, 0])
+        rows = np.flatnonzero(g.min(axis=1) <= tr)
+        if rows.size * 4 >= r * 3:
+            ph.addn(c, faiss.swig_ptr(g), j0, 0, r)
+        elif rows.size:
+            _offer(ph, rows, g[rows], np.arange(j0, j1, dtype=np.int64), 0)
+        if i0 == j0:  # the diagonal tile: its columns are its rows
             return
-        head = np.flatnonzero(np.r_[True, col[1:] != col[:-1]])
-        counts = np.diff(np.r_[head, col.size])
-        grp = np.repeat(np.arange(head.size), counts)
-        pos = np.arange(col.size) - head[grp]
-        # padded rows of values per column (+inf never enters a heap): a first slab about
-        # twice the mean count wide, then the few longer columns' rest
-        w = max(1, 2 * -(-col.size // head.size))
-        for lo, hi in ((0, w), (w, int(counts.max()))):
-            if hi <= lo:
-                continue
-            take = (pos >= lo) & (pos < hi) if lo else pos < hi
-            cols = np.flatnonzero(counts > lo)  # groups with entries in this slab
-            row = np.searchsorted(cols, grp[take])
-            pv = np.full((cols.size, hi - lo), np.inf, dtype=np.float32)
-            pv[row, pos[take] - lo] = key[take]
-            pi = np.full((cols.size, hi - lo), -1, dtype=np.int64)
-            pi[row, pos[take] - lo] = src[take] + i0
-            subset = col[head[cols]].astype(np.int64) + j0
-            with lock:
-                heaps.addn_query_subset_with_ids(
-                    cols.size, faiss.swig_ptr(subset), hi - lo, faiss.swig_ptr(pv), faiss.swig_ptr(pi), hi - lo
-                )
+        # The column words' heaps (shared: no other running tile has these columns): the
+        # chunks of _CHUNK rows whose minimum can enter (one vectorized reduction over the
+        # tile, then a gather of the chunks that pass).
+        tc = np.minimum(top[j0:j1], seed[j0:j1])
+        h = _CHUNK if r % _CHUNK == 0 else r
+        s, j = np.nonzero(g.reshape(r // h, h, c).min(axis=1) <= tc)
+        at = s[:, None] * h + np.arange(h)
+        _offer(heaps, j + j0, g[at, j[:, None]], at + i0, h)
 
     omp = faiss.omp_get_max_threads()
     with _single_threaded_blas(), ThreadPoolExecutor(_WORKERS) as pool:
         faiss.omp_set_num_threads(1)
         try:
-            if sample.shape[1] >= k1:
-                for f in [pool.submit(seed_rows, i0) for i0 in starts]:
-                    f.result()
+            jobs = []
+            if groups:  # tight seeds from each group's near columns
+                jobs = [pool.submit(seeds, m, c) for m, c in groups if c.size >= k1]
+            elif sample.shape[1] >= k1:  # loose ones from a strided sample of the columns
+                jobs = [pool.submit(seeds, slice(i0, min(v, i0 + tile)), None) for i0 in starts]
+            for f in jobs:
+                f.result()
+            # One row of tiles at a time: its tiles share the row words (each worker keeps
+            # its own heaps for them) and have distinct column words (the shared heaps).
             pending = [pool.submit(one_tile, starts[0], j0) for j0 in starts]
             for b, i0 in enumerate(starts):
                 for f in pending:
                     f.result()
+                i1 = min(v, i0 + tile)
+                for _, pv, pi in privates.pop(i0, []):  # what the workers' copies gained, into the shared heaps
+                    new = pi >= i0
+                    pv, pi = np.where(new, pv, np.float32(np.inf)), np.where(new, pi, -1)
+                    heaps.addn_with_ids(k1, faiss.swig_ptr(pv), faiss.swig_ptr(pi), k1, i0, i1 - i0)
                 nxt = starts[b + 1] if b + 1 < len(starts) else None
                 pending = [] if nxt is None else [pool.submit(one_tile, nxt, j0) for j0 in starts if j0 >= nxt]
-                i1 = min(v, i0 + tile)
                 order = np.argsort(vals[i0:i1], axis=1, kind="stable")
                 keys = np.take_along_axis(vals[i0:i1], order, axis=1)
                 ids = np.take_along_axis(nn[i0:i1], order, axis=1)
@@ -426,6 +498,64 @@ def _knn_heaps(
             for f in pending:
                 f.cancel()
             faiss.omp_set_num_threads(omp)
+
+
+def _near_groups(x: np.ndarray, k1: int, angular: bool) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]:
+    """The words in k-means cluster order, and the groups behind the seeds, in that order.
+
+    Returns ``(groups, perm)``: ``perm`` lists the words cluster by cluster (about 384
+    words a cluster; :func:`._tem_far._clusters`, a function of the public vectors);
+    ``groups`` holds, per cluster, its positions in ``perm`` and the positions of the
+    members of the clusters with the nearest centroids, at least ``8 k1`` words: the
+    columns of its seeds. Any column set gives a valid seed (the k1-th smallest key over a
+    subset is at least the k1-th smallest over all); these give tight ones. A small
+    vocabulary keeps its order and has no groups.
+    """
+    from ._tem_far import _clusters
+
+    v = x.shape[0]
+    want = 8 * k1
+    if v < 4 * want:
+        return [], np.arange(v, dtype=np.int64)
+    labels = _clusters(x, max(2, v // 384), angular)
+    perm = np.argsort(labels, kind="stable")
+    counts = np.bincount(labels)
+    keep = np.flatnonzero(counts)
+    starts = np.r_[0, np.cumsum(counts)]
+    sums = np.add.reduceat(np.asarray(x[perm], dtype=np.float64), starts[keep], axis=0)
+    cent = sums / counts[keep, None]
+    if angular:
+        cent /= np.maximum(np.linalg.norm(cent, axis=1, keepdims=True), 1e-30)
+        key = -(cent @ cent.T)
+    else:
+        sq = (cent * cent).sum(axis=1)
+        key = sq[:, None] + sq[None, :] - 2.0 * (cent @ cent.T)
+    groups = []
+    for a, c in enumerate(keep):
+        near = keep[np.argsort(key[a], kind="stable")]
+        near = near[: int(np.searchsorted(np.cumsum(counts[near]), want)) + 1]
+        cols = np.concatenate([np.arange(starts[b], starts[b + 1]) for b in near])
+        groups.append((np.arange(starts[c], starts[c + 1]), cols))
+    return groups, perm.astype(np.int64)
+
+
+def _offer(heaps: Any, owners: np.ndarray, vals: np.ndarray, ids: np.ndarray, id_stride: int) -> None:
+    """Offer row ``r`` of ``vals`` to heap ``owners[r]``, with the ids ``ids[r * id_stride:]``.
+
+    A heap may own several rows: they are offered one after the other (the worker's
+    faiss runs on one OpenMP thread); faiss compares each value with the heap's top.
+    """
+    import faiss
+
+    if owners.size == 0:
+        return
+    owners = np.ascontiguousarray(owners, dtype=np.int64)
+    vals = np.ascontiguousarray(vals, dtype=np.float32)
+    ids = np.ascontiguousarray(ids, dtype=np.int64)
+    n = vals.shape[1]
+    heaps.addn_query_subset_with_ids(
+        owners.size, faiss.swig_ptr(owners), n, faiss.swig_ptr(vals), faiss.swig_ptr(ids), id_stride
+    )
 
 
 def _single_threaded_blas() -> AbstractContextManager[Any]:
