@@ -57,3 +57,15 @@ def test_heaps_hold_the_smallest_keys_of_every_row(
         assert np.unique(ids[w]).size == k1  # k1 distinct words
         outside = np.setdiff1d(np.arange(v), ids[w])
         assert full[w, outside].min() >= keys[w, -1] - 1e-5  # nothing closer was left out
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "angular", "manhattan", "chebyshev"])
+def test_bound_values_rows_are_the_row_by_row_bounds(metric: str) -> None:
+    # the vectorized per-word error bound (the builds' path) is bit for bit the per-word one
+    geo = Geometry(make_tiny_embedding(300, 6, seed=8), metric)
+    ws = np.random.default_rng(1).permutation(300)[:64]
+    values = np.random.default_rng(2).uniform(-1.0, 40.0, size=(64, 5)).astype(np.float32)
+    rows = geo.bound_values_rows(ws, values)
+    assert rows.dtype == np.float32
+    for i, w in enumerate(ws.tolist()):
+        assert np.array_equal(rows[i], geo.bound_values(w, values[i]))

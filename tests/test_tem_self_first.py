@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from conftest import make_tiny_embedding, make_toy_embedding
-from deniable.artefacts import list_artefacts, open_artefact, planned_artefacts, prepare
+from deniable.artefacts import artefact_path, list_artefacts, open_artefact, planned_artefacts, prepare
 from deniable.mechanisms import tem as tem_module
 from deniable.mechanisms._tem_far import FAR_KIND
 from deniable.mechanisms._tem_geometry import Geometry
@@ -183,9 +183,10 @@ def test_planned_and_cli_prepare_tem_epsilons(
     assert kinds == sorted(["tem-knn", FAR_KIND, TOTALS_KIND, TOTALS_KIND])
     assert open_artefact(emb, *planned[3]) is not None
     assert run_app(["prepare", "--remove", "-m", "tem", "-e", "10", "--embedding", str(emb_dir), "-q"]) == 0
-    assert open_artefact(emb, *planned[3]) is None and open_artefact(emb, *planned[2]) is not None
+    assert open_artefact(emb, *planned[3]) is None and artefact_path(emb, *planned[2]).is_dir()  # eps 2 kept
     # the plan of `-m tem -e 10` includes the k-NN tables and the far bounds
     assert open_artefact(emb, *planned[0]) is None and open_artefact(emb, *planned[1]) is None
+    assert open_artefact(emb, *planned[2]) is None  # (so eps 2's totals fit no tables now: not used)
     assert run_app(["prepare", "-m", "tem", "-e", "x", "--embedding", str(emb_dir), "-q"]) == 2
 
 
@@ -211,3 +212,38 @@ def test_frequent_words_use_their_table_given_the_failed_self_test(monkeypatch: 
     assert len(free._store) == 0  # type: ignore[attr-defined]
     for w in WORDS:
         assert g_test_pvalue(y[batch == w], mech.distribution(w)[1]) > ALPHA
+
+
+@pytest.mark.parametrize("changed", ["tem-knn", FAR_KIND])
+def test_totals_from_other_tables_are_not_used_and_are_rebuilt(
+    monkeypatch: pytest.MonkeyPatch, changed: str, tmp_path: Path
+) -> None:
+    # totals are the envelope's mass for THESE tables and bounds: after the k-NN tables or
+    # the far bounds were rebuilt with another content (here: one sketch value moved, a
+    # change that keeps them valid), the old totals are stale: not opened, and rebuilt by prepare
+    from deniable.artefacts import build_artefact
+
+    opts = force_path(monkeypatch, "knn")
+    emb = make_tiny_embedding(400, 3, seed=62)
+    (knn, far, totals) = prepare(emb, ["tem"], options={"epsilon": 3.0}, show_progress=False)
+    before = np.load(totals.file("sources.npy")).tolist()
+    source = knn if changed == "tem-knn" else far
+    kept = {f: np.load(source.file(f)) for f in source.files}
+
+    def other(folder: Path, show_progress: bool | None) -> None:
+        for name, arr in kept.items():
+            arr = arr.copy()
+            if name == "dist.npy":
+                arr[0, -1] += 1e-9  # the sketch: an estimate only
+            elif name == "bounds.npy":
+                arr.flat[np.flatnonzero(arr)[0]] -= 1  # a lower level: still a bound
+            np.save(folder / name, arr, allow_pickle=False)
+
+    build_artefact(emb, changed, source.params, rebuild=True, builder=other)
+    assert open_artefact(emb, TOTALS_KIND, totals.params) is None  # stale: as if not prepared
+    mech = TruncatedExponential(emb, 3.0, **opts)  # type: ignore[arg-type]
+    mech.privatize(_batch()[:300], np.random.default_rng(2))
+    assert mech._prepared.totals is None and mech._prepared.memo is not None  # type: ignore[attr-defined]
+    again = prepare(emb, ["tem"], options={"epsilon": 3.0}, show_progress=False)[-1]
+    after = np.load(again.file("sources.npy")).tolist()
+    assert after != before and open_artefact(emb, TOTALS_KIND, totals.params) is not None

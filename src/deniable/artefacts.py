@@ -17,7 +17,9 @@ write to disk (see docs/tem.md, "What is stored").
   place with its manifest, under an ``fcntl`` lock, so two processes preparing the same
   artefact do the work once and readers never see half of one.
 - **Generic**: a kind is registered with :func:`register_kind` (a builder writing its
-  files into a folder); :func:`prepare` maps mechanism names to the kinds they use.
+  files into a folder, and optionally a ``stale`` test for an artefact computed from
+  other artefacts: an intact copy that no longer fits them is rebuilt, and not opened
+  meanwhile); :func:`prepare` maps mechanism names to the kinds they use.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ __all__ = [
     "ArtefactInfo",
     "artefact_path",
     "build_artefact",
+    "content_id",
     "legacy_tem_folders",
     "list_artefacts",
     "obtain_artefact",
@@ -67,6 +70,9 @@ Builder = Callable[["Vocabulary", dict[str, Any], Path, "bool | None"], "dict[st
 CallBuilder = Callable[[Path, "bool | None"], "dict[str, str] | None"]
 
 _KINDS: dict[str, Builder] = {}
+#: whether an intact artefact of a kind no longer fits its inputs (other artefacts)
+Stale = Callable[["Vocabulary", dict[str, Any], Path], bool]
+_STALE: dict[str, Stale] = {}
 _verified: dict[tuple[str, int, int, int], bool] = {}  # (file, inode, size, mtime_ns) -> checked
 _verified_lock = threading.Lock()
 
@@ -96,9 +102,28 @@ class ArtefactInfo:
         return self.path / name
 
 
-def register_kind(kind: str, builder: Builder) -> None:
-    """Declare how to build artefacts of ``kind`` (one builder per kind)."""
+def register_kind(kind: str, builder: Builder, stale: Stale | None = None) -> None:
+    """Declare how to build artefacts of ``kind`` (one builder per kind).
+
+    ``stale(embedding, params, path)``: whether an intact copy at ``path`` no longer fits
+    the artefacts it was computed from (it is then rebuilt by :func:`build_artefact` and not
+    returned by :func:`open_artefact`).
+    """
     _KINDS[kind] = builder
+    if stale is not None:
+        _STALE[kind] = stale
+    else:
+        _STALE.pop(kind, None)
+
+
+def content_id(embedding: Vocabulary, kind: str, params: dict[str, Any]) -> str | None:
+    """An id of the content of a prepared artefact (from its manifest's checksums; not verified), or None."""
+    try:
+        manifest = _read_manifest(artefact_path(embedding, kind, params))
+    except (ArtefactError, OSError):
+        return None
+    sums = sorted((name, str(meta["sha256"])) for name, meta in manifest["files"].items())
+    return hashlib.sha256(json.dumps(sums).encode()).hexdigest()
 
 
 def _params_key(params: dict[str, Any]) -> str:
@@ -185,6 +210,9 @@ def open_artefact(embedding: Vocabulary, kind: str, params: dict[str, Any]) -> A
         _verify(path, manifest)
     except ArtefactError as exc:
         raise ArtefactError(str(exc) + _damaged_hint(kind)) from None
+    stale = _STALE.get(kind)
+    if stale is not None and stale(embedding, params, path):
+        return None  # computed from other inputs than those prepared now: as if never prepared
     return _info(path, manifest)
 
 
@@ -238,9 +266,11 @@ def build_artefact(
             try:
                 manifest = _read_manifest(path)
                 _verify(path, manifest)
-                return _info(path, manifest)
+                stale = _STALE.get(kind)
+                if stale is None or not stale(embedding, params, path):
+                    return _info(path, manifest)
             except ArtefactError:
-                pass  # damaged: rebuilt below
+                pass  # damaged (or stale): rebuilt below
         if path.exists():
             shutil.rmtree(path)
         tmp = path.parent / f".tmp-{path.name}-{uuid.uuid4().hex}"
@@ -420,7 +450,7 @@ def _register_builtin() -> None:
     from .mechanisms import _tem_far, _tem_store, tem
 
     register_kind(_tem_store.KNN_KIND, _tem_store.build_knn_artefact)
-    register_kind(tem.TOTALS_KIND, tem.build_totals_artefact)
+    register_kind(tem.TOTALS_KIND, tem.build_totals_artefact, tem.totals_stale)
     register_kind(_tem_far.FAR_KIND, _tem_far.build_far_artefact)
     register_kind(faiss_index.HNSW_KIND, faiss_index.build_hnsw_artefact)
     register_kind(binarize.CODES_KIND, binarize.build_codes_artefact)

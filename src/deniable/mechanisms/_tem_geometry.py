@@ -286,8 +286,14 @@ class Geometry:
         """:meth:`bound_values` of each row ``values[i]`` for the query ``ws[i]`` at once (same arithmetic)."""
         if not self.screening:
             return np.zeros(np.shape(values), dtype=np.float32)
-        err = np.array([self._err(int(w)) for w in np.asarray(ws).tolist()], dtype=np.float32)[:, None]
-        return self._bound_values(values, err)
+        return self._bound_values(values, self._err_rows(np.asarray(ws))[:, None])
+
+    def _err_rows(self, ws: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
+        """:meth:`_err` of each word of ``ws`` (vectorized, the same float64 arithmetic), in float32."""
+        if self.metric == "euclidean":
+            t = np.sqrt(self._sq[ws]).astype(np.float64) + self._max_norm
+            return np.asarray(self._rel * (t * t) + 1e-30, dtype=np.float32)
+        return np.full(ws.shape, self._err(0) if self.size else 0.0, dtype=np.float32)
 
     def _bound_values(self, values: np.ndarray, err: Any) -> npt.NDArray[np.float32]:
         if self.metric == "euclidean":

@@ -153,6 +153,32 @@ def totals_artefact_params(
     return out
 
 
+def _totals_sources(embedding: Vocabulary, params: dict[str, Any]) -> list[str]:
+    """The content ids of the k-NN tables (and far bounds) the totals of ``params`` are computed from."""
+    from ..artefacts import content_id
+
+    ids = [content_id(embedding, KNN_KIND, dict(params["knn"])) or ""]
+    if "far" in params:
+        ids.append(content_id(embedding, FAR_KIND, dict(params["far"])) or "")
+    return ids
+
+
+def totals_stale(embedding: Vocabulary, params: dict[str, Any], path: Path) -> bool:
+    """Whether prepared totals at ``path`` were computed from other k-NN tables or far bounds than the prepared ones.
+
+    A total is the mass the sampler draws ``u`` against: from other tables (rebuilt after
+    damage, or by another build whose ties broke otherwise) it would not be the envelope's
+    mass, and the draws would not be exact. Stale totals are rebuilt by ``prepare`` and
+    not used meanwhile (the sampler then computes the totals it needs).
+    """
+    try:
+        recorded = np.load(path / "sources.npy", allow_pickle=False).tolist()
+    except (OSError, ValueError):
+        return True
+    current = _totals_sources(embedding, params)
+    return bool(recorded != current or "" in current)
+
+
 def build_totals_artefact(
     embedding: Vocabulary, params: dict[str, Any], folder: Path, show_progress: bool | None
 ) -> None:
@@ -176,6 +202,8 @@ def build_totals_artefact(
     if "far" in params:  # the envelope the sampler will use: with the far bounds
         far_info = build_artefact(embedding, FAR_KIND, dict(params["far"]), show_progress=show_progress)
         mech._prepared.far = PreparedFar(far_info.path)
+    # the totals fit these tables and bounds only: their content ids go with them (see totals_stale)
+    np.save(folder / "sources.npy", np.array(_totals_sources(embedding, params)), allow_pickle=False)
     v = embedding.size
     totals = np.empty(v, dtype=np.float64)
     what = f"TEM: envelope totals of {v:,} words (eps {mech.epsilon:g})"
