@@ -215,9 +215,7 @@ def test_frequent_words_use_their_table_given_the_failed_self_test(monkeypatch: 
 
 
 @pytest.mark.parametrize("changed", ["tem-knn", FAR_KIND])
-def test_totals_from_other_tables_are_not_used_and_are_rebuilt(
-    monkeypatch: pytest.MonkeyPatch, changed: str, tmp_path: Path
-) -> None:
+def test_totals_from_other_tables_are_not_used_and_are_rebuilt(monkeypatch: pytest.MonkeyPatch, changed: str) -> None:
     # totals are the envelope's mass for THESE tables and bounds: after the k-NN tables or
     # the far bounds were rebuilt with another content (here: one sketch value moved, a
     # change that keeps them valid), the old totals are stale: not opened, and rebuilt by prepare
