@@ -161,6 +161,8 @@ def main() -> None:
         return
     epsilons = [float(e) for e in args.epsilons.split(",")]
     modes = [m for m in args.modes.split(",") if m]
+    if not modes or set(modes) - {"prepared", "tables"}:
+        ap.error(f"--modes: prepared and/or tables, not {args.modes!r}")
     cells = [(e, m) for e in epsilons for m in modes]
     runs: dict[tuple[float, str], list[dict[str, float]]] = {c: [] for c in cells}
     loads = [load_average()]

@@ -117,6 +117,8 @@ _TOTALS_BLOCK = 1 << 14
 #: layouts, :meth:`TruncatedExponential._far_layout`: 9 bytes x 1,024 clusters a word): a
 #: block's arrays stay in cache, where all of a large batch's words at once did not.
 _KNN_WORDS = 1 << 10
+#: rows of far layouts computed together (64 x 1,024 clusters x 8 bytes: in L2 cache)
+_LAYOUT_ROWS = 64
 #: A word's envelope uses the far bounds when its k-NN envelope puts at least this share
 #: of its mass outside E (at eps >= 10 most words put far less: the bounds would change
 #: their totals little and cost a 1,024-cluster layout each).
@@ -1145,10 +1147,14 @@ class TruncatedExponential(Mechanism):
         far = self._prepared.far
         assert far is not None
         q = far.levels(words)
-        mass = self._far_tables()[1][q]
-        np.minimum(mass, np.exp(log_env)[:, None], out=mass)
-        mass *= far.counts
-        return np.cumsum(mass, axis=1), q
+        g, env = self._far_tables()[1], np.exp(log_env)
+        cum = np.empty(q.shape, dtype=np.float64)
+        for s in range(0, words.size, _LAYOUT_ROWS):  # rows a few at a time: the passes stay in cache
+            mass = g[q[s : s + _LAYOUT_ROWS]]
+            np.minimum(mass, env[s : s + _LAYOUT_ROWS, None], out=mass)
+            mass *= far.counts
+            np.cumsum(mass, axis=1, out=cum[s : s + _LAYOUT_ROWS])
+        return cum, q
 
     def _far_log_envelope(self, q: npt.NDArray[np.uint8], log_env: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         """``log`` of the far envelope of clusters at levels ``q`` for words with k-NN ``log_env`` (elementwise)."""
