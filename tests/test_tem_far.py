@@ -122,6 +122,23 @@ def test_the_far_envelope_is_tighter_than_the_knn_bound_alone(monkeypatch: pytes
     assert np.median(total_knn / total_far) > 1.5  # fewer proposals per token
 
 
+def test_far_layouts_a_few_rows_at_a_time_are_the_same_bits(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the layouts are computed _LAYOUT_ROWS words at a time (cache); per row the same
+    # arithmetic as all at once, so the prepared totals and the sampler agree bit for bit
+    force_path(monkeypatch, "knn")
+    emb = make_tiny_embedding(400, 3, seed=61)
+    prepare(emb, ["tem"], options={"epsilon": 3.0}, show_progress=False)
+    mech = TruncatedExponential(emb, 3.0)
+    mech._prepared_knn()  # type: ignore[attr-defined]
+    far = mech._prepared.far  # type: ignore[attr-defined]
+    words = np.random.default_rng(3).permutation(emb.size)[:333]  # several chunks and a ragged one
+    log_env = np.random.default_rng(4).uniform(-30.0, 0.0, words.size)
+    cum, q = mech._far_layout(words, log_env)  # type: ignore[attr-defined]
+    mass = mech._far_tables()[1][far.levels(words)]  # type: ignore[attr-defined]
+    np.minimum(mass, np.exp(log_env)[:, None], out=mass)
+    assert np.array_equal(q, far.levels(words)) and np.array_equal(cum, np.cumsum(mass * far.counts, axis=1))
+
+
 def test_the_test_rejects_bounds_that_are_too_large(monkeypatch: pytest.MonkeyPatch) -> None:
     opts = force_path(monkeypatch, "knn")
     monkeypatch.setattr(tem_module, "_HEAVY_PROPOSALS", float("inf"))
