@@ -27,23 +27,11 @@ def test_heaps_hold_the_smallest_keys_of_every_row(
     monkeypatch.setattr(_tem_store, "_SAMPLE", sample)
     k1 = 17
     geo = Geometry(make_tiny_embedding(v, 5, seed=3), metric)
-    first, _ = geo._block_operands(np.dtype(np.float32))
-    if metric == "angular":
-        rows = -first
-
-        def partner(r: np.ndarray) -> np.ndarray:
-            return -r
-
-    else:  # [q, 1, |q|^2] @ [-2 y ; |y|^2 ; 1]
-        rows = np.hstack([geo.x, np.ones((v, 1), dtype=np.float32), geo._sq[:, None].astype(np.float32)])
-
-        def partner(r: np.ndarray) -> np.ndarray:
-            return np.hstack([-2 * r[:, :-2], r[:, -1:], r[:, -2:-1]])
-
     slack = 2.0 * geo._err(int(np.argmax(geo._norms)))
     groups, perm = _near_groups(geo.x, k1, metric == "angular")
     assert bool(groups) == (v == 1200) and np.array_equal(np.sort(perm), np.arange(v))
-    blocks = list(_knn_heaps(rows[perm], partner, k1, slack, tile=tile, groups=groups))
+    lhs, partner = geo.key_operand(perm)  # checked below against the screen's own rows
+    blocks = list(_knn_heaps(lhs, partner, k1, slack, tile=tile, groups=groups))
     assert [b[0] for b in blocks] == list(range(0, v, tile))  # every block, in row order
     keys, ids = np.empty((v, k1), dtype=np.float32), np.empty((v, k1), dtype=np.int64)
     keys[perm] = np.concatenate([b[1] for b in blocks])

@@ -116,6 +116,12 @@ def register_kind(kind: str, builder: Builder, stale: Stale | None = None) -> No
         _STALE.pop(kind, None)
 
 
+def _is_stale(embedding: Vocabulary, kind: str, params: dict[str, Any], path: Path) -> bool:
+    """The ``stale`` test registered for ``kind`` (none: never stale)."""
+    stale = _STALE.get(kind)
+    return stale is not None and stale(embedding, params, path)
+
+
 def content_id(embedding: Vocabulary, kind: str, params: dict[str, Any]) -> str | None:
     """An id of the content of a prepared artefact (from its manifest's checksums; not verified), or None."""
     try:
@@ -210,8 +216,7 @@ def open_artefact(embedding: Vocabulary, kind: str, params: dict[str, Any]) -> A
         _verify(path, manifest)
     except ArtefactError as exc:
         raise ArtefactError(str(exc) + _damaged_hint(kind)) from None
-    stale = _STALE.get(kind)
-    if stale is not None and stale(embedding, params, path):
+    if _is_stale(embedding, kind, params, path):
         return None  # computed from other inputs than those prepared now: as if never prepared
     return _info(path, manifest)
 
@@ -266,8 +271,7 @@ def build_artefact(
             try:
                 manifest = _read_manifest(path)
                 _verify(path, manifest)
-                stale = _STALE.get(kind)
-                if stale is None or not stale(embedding, params, path):
+                if not _is_stale(embedding, kind, params, path):
                     return _info(path, manifest)
             except ArtefactError:
                 pass  # damaged (or stale): rebuilt below

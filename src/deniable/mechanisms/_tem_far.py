@@ -127,21 +127,11 @@ def build_far_artefact(embedding: Vocabulary, params: dict[str, Any], folder: Pa
         if starts[c] - starts[groups[-1]] >= _TILE:
             groups.append(c)
     groups.append(c_count)
-    first, second = geo._block_operands(np.dtype(np.float32))
-    euclid = metric == "euclidean"
-    if euclid:  # |q|^2 a term of the product: [q, 1, |q|^2] @ [-2 y ; |y|^2 ; 1] (the same n + 2 terms)
-        n = geo.dim
-        left = np.empty((v, n + 2), dtype=np.float32)
-        left[:, :n] = geo.x[order]
-        left[:, n] = 1.0
-        left[:, n + 1] = np.asarray(second, dtype=np.float32)[order]
-        right = np.ones((n + 2, v), dtype=np.float32)
-        right[: n + 1] = first[:, order]
-    else:
-        left = np.ascontiguousarray(first[order])
-        right = np.ascontiguousarray(second[:, order])
-    del first, second
-    reduce = np.minimum if euclid else np.maximum
+    # the screening key in cluster order, smaller = closer (euclidean: |q|^2 a term of the
+    # product; angular: -cos, so a cluster's minimum key is its maximum cosine, negated back
+    # for bound_values_rows below)
+    lhs, partner = geo.key_operand(order)
+    sign = -1.0 if metric == "angular" else 1.0
     # the step: bounds up to the 99.9th percentile of a strided sample's bounds are
     # resolved in 255 levels; larger ones are clipped down (still bounds)
     probe = order[:: max(1, v // 64)][:64]
@@ -150,7 +140,7 @@ def build_far_artefact(embedding: Vocabulary, params: dict[str, Any], folder: Pa
     step = float(np.quantile(geo.bound_values_rows(probe, row), 0.999)) / _LEVELS
     step = step if step > 0 else 1.0
     del row
-    geo.release_operands()  # the copies above, in cluster order, are what the tiles read
+    geo.release_operands()  # the operand above, in cluster order, is what the tiles read
     bounds = np.empty((v, c_count), dtype=np.uint8)
     ws = order  # word of each position
 
@@ -168,17 +158,17 @@ def build_far_artefact(embedding: Vocabulary, params: dict[str, Any], folder: Pa
             for gj in range(gi, len(groups) - 1):
                 d0, d1 = groups[gj], groups[gj + 1]
                 q0, q1 = int(starts[d0]), int(starts[d1])
-                tile = left[p0:p1] @ right[:, q0:q1]
+                tile = lhs[p0:p1] @ partner(lhs[q0:q1]).T
                 local_j = starts[d0:d1] - q0
-                rows = reduce.reduceat(tile, local_j, axis=1)  # I's words x J's clusters
-                bounds[p0:p1, d0:d1] = quantize(geo.bound_values_rows(ws[p0:p1], rows))
+                rows = np.minimum.reduceat(tile, local_j, axis=1)  # I's words x J's clusters
+                bounds[p0:p1, d0:d1] = quantize(geo.bound_values_rows(ws[p0:p1], sign * rows))
                 if gj != gi:
                     # J's words x I's clusters (one reduction per cluster: reduceat along axis 0
                     # is about 30x slower than this on a 1024 x 1024 tile)
                     cols = np.empty((q1 - q0, c1 - c0), dtype=np.float32)
                     for c, (a, b) in enumerate(itertools.pairwise(edges_i)):
-                        reduce.reduce(tile[a:b], axis=0, out=cols[:, c])
-                    bounds[q0:q1, c0:c1] = quantize(geo.bound_values_rows(ws[q0:q1], cols))
+                        np.minimum.reduce(tile[a:b], axis=0, out=cols[:, c])
+                    bounds[q0:q1, c0:c1] = quantize(geo.bound_values_rows(ws[q0:q1], sign * cols))
         return p1 - p0
 
     what = f"TEM: far bounds of {v:,} words to {c_count:,} clusters ({metric})"

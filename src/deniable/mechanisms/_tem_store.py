@@ -282,8 +282,8 @@ def _knn_blocks_symmetric(geo: Geometry, k: int, n_sketch: int) -> Iterator[tupl
     pair ``(i, j)`` is computed once and feeds the heaps of both words, in an order of
     summation that may differ from the row's own, which the a priori error bound of
     :meth:`Geometry.bound_values` allows, so ``d_env`` from the (k+1)-th key is a proven
-    lower bound. In the search, ``|q|^2`` is a term of the product (``[q, 1, |q|^2] @ [-2 y
-    ; |y|^2 ; 1]``: the same n + 2 terms, so the same bound). The search runs on the words
+    lower bound. The search's operand is :meth:`Geometry.key_operand` (``|q|^2`` a term of
+    the product: the same n + 2 terms, so the same bound). The search runs on the words
     in k-means cluster order (a function of the public vectors), the order of the seeds'
     groups (see :func:`_near_groups`); blocks come out in that order.
     """
@@ -294,33 +294,22 @@ def _knn_blocks_symmetric(geo: Geometry, k: int, n_sketch: int) -> Iterator[tupl
     geo.release_operands()
     groups, perm = _near_groups(geo.x, k + 1, angular)
     stride = max(1, v // _SAMPLE)
+    lhs_p, partner = geo.key_operand(perm)  # the search's operand, in cluster order
+    # the sketch: the screen's own arithmetic (knn_entry's keys), on a strided sample
     add_rows: np.ndarray | None
     if angular:  # left rows: -unit rows (keys -cos, exact negations of the cosines)
         add_rows = None
 
-        def left(sel: slice | np.ndarray) -> np.ndarray:
+        def left(sel: np.ndarray) -> np.ndarray:
             return np.negative(unit_rows(geo.x[sel], np.float32))
 
-        def partner(rows: np.ndarray) -> np.ndarray:
-            return np.negative(rows)  # the unit rows themselves (exact negation)
-
-        lhs_p = left(perm)
-        sample_t = np.ascontiguousarray(partner(left(slice(None, None, stride))).T)
+        sample_t = np.ascontiguousarray(unit_rows(geo.x[::stride], np.float32).T)
     else:  # left rows [q, 1] and right [-2 y ; |y|^2], plus |q|^2
         add_rows = geo._sq
 
-        def left(sel: slice | np.ndarray) -> np.ndarray:
+        def left(sel: np.ndarray) -> np.ndarray:
             return _augmented(geo.x[sel])
 
-        def partner(rows: np.ndarray) -> np.ndarray:
-            out = np.empty_like(rows)  # [-2 y, |y|^2, 1] from [y, 1, |y|^2] (exact)
-            np.multiply(rows[:, :n], np.float32(-2.0), out=out[:, :n])
-            out[:, n], out[:, n + 1] = rows[:, n + 1], rows[:, n]
-            return out
-
-        lhs_p = np.empty((v, n + 2), dtype=np.float32)
-        lhs_p[:, : n + 1] = left(perm)
-        lhs_p[:, n + 1] = add_rows[perm]
         sample_t = np.empty((n + 1, -(-v // stride)), dtype=np.float32)
         np.multiply(geo.x[::stride].T, np.float32(-2.0), out=sample_t[:n])
         sample_t[n] = add_rows[::stride]
