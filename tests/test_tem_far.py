@@ -143,14 +143,16 @@ def test_the_test_rejects_bounds_that_are_too_large(monkeypatch: pytest.MonkeyPa
     opts = force_path(monkeypatch, "knn")
     monkeypatch.setattr(tem_module, "_HEAVY_PROPOSALS", float("inf"))
     emb = make_tiny_embedding(400, 3, seed=61)
+    init = PreparedFar.__init__
+
+    def lifted(self: PreparedFar, folder: Path, *, prefault: bool = False) -> None:  # about 1.0 higher: not bounds
+        init(self, folder, prefault=prefault)
+        self.bounds = np.minimum(self.bounds.astype(np.int64) + int(1.0 / self.step), 255).astype(np.uint8)
+
+    # everything read through the lifted bounds: the prepared totals and layouts, and the draws
+    monkeypatch.setattr(PreparedFar, "__init__", lifted)
     prepare(emb, ["tem"], options={"epsilon": 3.0}, show_progress=False)
     right = TruncatedExponential(emb, 3.0, cache=False)
-    levels = PreparedFar.levels
-
-    def lifted(self: PreparedFar, words: np.ndarray) -> np.ndarray:  # about 1.0 higher: not a bound any more
-        return np.minimum(levels(self, words).astype(np.int64) + int(1.0 / self.step), 255).astype(np.uint8)
-
-    monkeypatch.setattr(PreparedFar, "levels", lifted)
     broken = TruncatedExponential(emb, 3.0, **opts)  # type: ignore[arg-type]
     batch = np.tile(np.array(WORDS), 30000)
     y = broken.privatize(batch, np.random.default_rng(12))
@@ -220,3 +222,40 @@ def test_a_damaged_far_artefact_is_never_used(tmp_path: Path, monkeypatch: pytes
     prepare(emb, ["tem"], options={"epsilon": 3.0}, show_progress=False)  # rebuilt
     assert open_artefact(emb, FAR_KIND, far_artefact_params(emb, "euclidean")) is not None
     assert TruncatedExponential(emb, 3.0).privatize(np.array([1, 2]), np.random.default_rng(0)).shape == (2,)
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_prepared_layouts_are_the_computed_ones_and_draw_exactly(monkeypatch: pytest.MonkeyPatch, broken: bool) -> None:
+    # the totals at an epsilon also store the far layouts of the words below _LAYOUT_WORDS;
+    # with 100 of 400 words stored, one batch draws 3 and 40 through prepared rows and 150
+    # through computed ones. The twin moves each stored row's masses one cluster on (the
+    # same total, other clusters): the draws must then fail the test
+    opts = force_path(monkeypatch, "knn")
+    monkeypatch.setattr(tem_module, "_HEAVY_PROPOSALS", float("inf"))
+    monkeypatch.setattr(tem_module, "_LAYOUT_WORDS", 100)
+    emb = make_tiny_embedding(400, 3, seed=61)
+    prepare(emb, ["tem"], options={"epsilon": 3.0}, show_progress=False)
+    mech = TruncatedExponential(emb, 3.0, **opts)  # type: ignore[arg-type]
+    knn = mech._prepared_knn()  # type: ignore[attr-defined]
+    holder = mech._prepared  # type: ignore[attr-defined]
+    assert knn is not None and holder.layouts is not None and holder.layout_rows is not None
+    words = np.arange(100)
+    _, _, m_e, _, log_env, _, _ = mech._knn_arrays(knn.rows(words), words)  # type: ignore[attr-defined]
+    uses = mech._far_words(m_e, log_env)  # type: ignore[attr-defined]
+    rows = holder.layout_rows
+    assert rows.size == 100 and np.array_equal(rows >= 0, uses) and uses[list(WORDS[:2])].all()
+    computed = mech._far_layout(words[uses], log_env[uses])[0]  # type: ignore[attr-defined]
+    assert np.array_equal(holder.layouts[rows[uses]], computed)  # the same bits
+    last = np.array([WORDS[2]])
+    _, _, m_e, _, log_env, _, _ = mech._knn_arrays(knn.rows(last), last)  # type: ignore[attr-defined]
+    assert mech._far_words(m_e, log_env).all()  # type: ignore[attr-defined]  # computed in the sampler
+    if broken:
+        mass = np.diff(np.asarray(holder.layouts), axis=1, prepend=0.0)
+        holder.layouts = np.cumsum(np.roll(mass, 1, axis=1), axis=1)
+    batch = np.tile(np.array(WORDS), 30000)
+    y = mech.privatize(batch, np.random.default_rng(15))
+    p = [g_test_pvalue(y[batch == w], mech.distribution(w)[1]) for w in WORDS]
+    if broken:
+        assert p[0] < ALPHA and p[1] < ALPHA and p[2] > ALPHA  # only the stored rows were read
+    else:
+        assert min(p) > ALPHA

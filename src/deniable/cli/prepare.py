@@ -70,7 +70,8 @@ def prepare_cmd(
             "-e",
             help="madlib (index auto): also record the default decode's choice at this epsilon; tem: also "
             "the far bounds (once, for every epsilon: fewer proposals at small epsilon) and the envelope "
-            "totals at this epsilon (most tokens then cost one lookup). Repeatable, or a comma-separated list.",
+            "totals at this epsilon (most tokens then cost one lookup; at small epsilon with the far layouts "
+            "of the 16,384 most frequent words). Repeatable, or a comma-separated list.",
         ),
     ] = None,
     list_: Annotated[

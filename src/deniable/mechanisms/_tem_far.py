@@ -71,6 +71,10 @@ class PreparedFar:
         """``(len(words), C)`` uint8 ``q``: ``q[i, c] * step <= d(words[i], y)`` for every ``y`` of cluster ``c``."""
         return np.asarray(self.bounds[self.rank[words]])
 
+    def level_at(self, words: npt.NDArray[np.int64], c: npt.NDArray[np.int64]) -> npt.NDArray[np.uint8]:
+        """``levels(words)[i, c[i]]`` for each i, without reading the whole rows."""
+        return np.take(self.bounds.reshape(-1), self.rank[words].astype(np.int64) * self.clusters + c)
+
     def lower(self, words: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         """``(len(words), C)``: ``lb[i, c] <= d(words[i], y)`` for every word ``y`` of cluster ``c``."""
         return np.asarray(self.levels(words) * self.step, dtype=np.float64)

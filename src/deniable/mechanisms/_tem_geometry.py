@@ -197,7 +197,7 @@ class Geometry:
         out = np.empty(ys.size, dtype=np.float64)
         for s in range(0, ys.size, _PAIRED_CHUNK):
             part = slice(s, s + _PAIRED_CHUNK)
-            out[part] = self.exact_rows(table[idx[part]], ws[part], ys[part])
+            out[part] = self.exact_rows(np.take(table, idx[part], axis=0), ws[part], ys[part])
         return out
 
     def exact_rows(
@@ -208,7 +208,7 @@ class Geometry:
         Bit for bit the same distances: the vectors are the same values, converted to
         float64 either way.
         """
-        d = paired_distances(w_rows, self.x[ys], self.metric)
+        d = paired_distances(w_rows, np.take(self.x, ys, axis=0), self.metric)  # take: 2x a fancy index
         d[ws == ys] = 0.0
         return d
 

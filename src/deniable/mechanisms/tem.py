@@ -103,8 +103,10 @@ _KNN_SKETCH = 32
 #: token) (and at most table_max); otherwise the k-NN envelope samples it.
 _TABLE_MIN = 1024
 _TABLE_AMORTISE = 4.0
-#: Proposals evaluated at once by the k-NN envelope sampler (bounds its scratch memory).
-_KNN_CHUNK = 1 << 13
+#: Proposals per pass of the k-NN envelope sampler once few tokens are pending (below it,
+#: several attempts per token; above it, one: 64k instead of 78k proposals and fewer
+#: passes per 10k IMDb tokens at eps 3).
+_KNN_ATTEMPTS = 1 << 12
 #: Tokens the k-NN envelope sampler draws at a time (independent draws; bounds its buffers).
 _KNN_TOKENS = 1 << 15
 #: A word's moved tokens times its estimated proposals per token beyond which its exact
@@ -123,6 +125,11 @@ _LAYOUT_ROWS = 64
 #: of its mass outside E (at eps >= 10 most words put far less: the bounds would change
 #: their totals little and cost a 1,024-cluster layout each).
 _FAR_MIN_SHARE = 1.0 / 64
+#: The prepared totals at an epsilon also hold the far layouts of the words with ids below
+#: this (the most frequent ones in a frequency-ordered vocabulary such as GloVe's; 80% of
+#: the distinct words of a 10,000-token IMDb batch) that use the far bounds: 8 KB a word,
+#: at most 128 MB, which the sampler reads instead of computing (~6 us a word).
+_LAYOUT_WORDS = 1 << 14
 
 
 def knn_artefact_params(embedding: Embedding, metric: str) -> dict[str, object]:
@@ -149,9 +156,10 @@ def totals_artefact_params(
         "usable": [_KNN_MAX_RATIO, _KNN_MAX_EST],
         "format": 1,
     }
-    if far:  # the far artefact's own key, and which words use it
+    if far:  # the far artefact's own key, which words use it, and which layouts are stored
         out["far"] = far_artefact_params(embedding, metric)
         out["far_min_share"] = _FAR_MIN_SHARE
+        out["layouts"] = min(_LAYOUT_WORDS, embedding.size)
     return out
 
 
@@ -190,7 +198,8 @@ def build_totals_artefact(
     draws ``u`` against, or 0.0 where that sampler is not used for ``w`` (an expensive
     envelope). It is computed by the same code as the sampler's own arrays, from the
     prepared k-NN tables (built first if missing): a function of the embedding, the metric,
-    epsilon and gamma only.
+    epsilon and gamma only. With the far bounds, also the far layouts of the words below
+    ``params["layouts"]`` that use them (:func:`_write_layouts`).
     """
     from ..artefacts import build_artefact
 
@@ -215,6 +224,36 @@ def build_totals_artefact(
             totals[words] = mech._envelope_totals(words, knn.rows(words))
             advance(words.size)
     np.save(folder / "totals.npy", totals, allow_pickle=False)
+    if "far" in params:
+        _write_layouts(mech, knn, int(params["layouts"]), folder)
+
+
+def _write_layouts(mech: TruncatedExponential, knn: PreparedKnn, n: int, folder: Path) -> None:
+    """Write the far layouts of the words ``0 .. n-1`` that use the far bounds.
+
+    ``layouts.npy`` (float64, one row a word: :meth:`TruncatedExponential._far_layout`'s
+    cumulative cluster masses, the same bits) and ``layout_rows.npy`` (int32, ``n``: a
+    word's row there, -1 for a word whose envelope does not use the far bounds).
+    """
+    rows = np.full(n, -1, dtype=np.int32)
+    parts: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = []
+    for s in range(0, n, _KNN_WORDS):
+        words = np.arange(s, min(n, s + _KNN_WORDS), dtype=np.int64)
+        _, _, m_e, _, log_env, _, _ = mech._knn_arrays(knn.rows(words), words)
+        sel = np.flatnonzero(mech._far_words(m_e, log_env))
+        parts.append((words[sel], log_env[sel]))
+    count = sum(p[0].size for p in parts)
+    far = mech._prepared.far
+    assert far is not None
+    out = np.lib.format.open_memmap(folder / "layouts.npy", mode="w+", dtype=np.float64, shape=(count, far.clusters))
+    at = 0
+    for words, log_env in parts:
+        rows[words] = np.arange(at, at + words.size, dtype=np.int32)
+        out[at : at + words.size] = mech._far_layout(words, log_env)[0]
+        at += words.size
+    out.flush()
+    del out
+    np.save(folder / "layout_rows.npy", rows, allow_pickle=False)
 
 
 class _Prepared:
@@ -223,6 +262,7 @@ class _Prepared:
     ``memo``: envelope totals of the words met so far in this process, when no totals are
     prepared (not history-free: it is per-word state); NaN where not computed yet.
     ``far``: the prepared far bounds, when there are (they tighten the envelope of far words).
+    ``layout_rows`` / ``layouts``: the far layouts prepared with the totals (:func:`_write_layouts`).
     """
 
     def __init__(self) -> None:
@@ -232,6 +272,8 @@ class _Prepared:
         self.totals: npt.NDArray[np.float64] | None = None
         self.memo: npt.NDArray[np.float64] | None = None
         self.far: PreparedFar | None = None
+        self.layout_rows: npt.NDArray[np.int32] | None = None
+        self.layouts: npt.NDArray[np.float64] | None = None
 
 
 def theorem3_gamma(epsilon: float, beta: float, vocab_size: int) -> float:
@@ -291,9 +333,26 @@ def _count_at_most(cum: np.ndarray, rows: np.ndarray, u: np.ndarray) -> npt.NDAr
     # every count below it
     while step:
         cand = np.minimum(pos + step, width)
-        pos = np.where(flat[base + cand] <= u, cand, pos)
+        pos = np.where(np.take(flat, base + cand) <= u, cand, pos)
         step >>= 1
     return pos
+
+
+def _segments(
+    cum: np.ndarray, rows: npt.NDArray[np.int64], u: npt.NDArray[np.float64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """``(c, lo, hi)``: the segment ``[lo, hi)`` of the cumulative row ``cum[rows[i]]`` that ``u[i]`` falls in.
+
+    ``c`` the segment's index (the last one for ``u`` at or past the row's end), ``lo``
+    the row's value before it (0.0 for the first), ``hi`` its own.
+    """
+    width = cum.shape[1]
+    c = np.minimum(_count_at_most(cum, rows, u), width - 1)
+    flat = cum.reshape(-1)
+    at = rows * width + c
+    hi = np.take(flat, at)
+    lo = np.where(c > 0, np.take(flat, np.maximum(at - 1, 0)), 0.0)
+    return c, lo, hi
 
 
 @dataclass(frozen=True, eq=False)
@@ -542,6 +601,12 @@ class TruncatedExponential(Mechanism):
                         holder.totals = np.asarray(np.load(totals.file("totals.npy"), mmap_mode="r"))
                         if self.history_free:
                             _touch_pages(holder.totals)
+                        if holder.far is not None and "layouts.npy" in totals.files:
+                            holder.layout_rows = np.load(totals.file("layout_rows.npy"), allow_pickle=False)
+                            layouts = np.load(totals.file("layouts.npy"), mmap_mode="r", allow_pickle=False)
+                            holder.layouts = np.asarray(layouts)
+                            if self.history_free:  # read now: which rows a batch reads is then not timed
+                                _touch_pages(holder.layouts)
                 holder.loaded = True
         return holder.knn
 
@@ -1147,14 +1212,46 @@ class TruncatedExponential(Mechanism):
         far = self._prepared.far
         assert far is not None
         q = far.levels(words)
+        return self._layout_rows(q, log_env), q
+
+    def _layout_rows(self, q: npt.NDArray[np.uint8], log_env: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """The cumulative cluster masses of :meth:`_far_layout` from the words' bound levels ``q``."""
+        far = self._prepared.far
+        assert far is not None
         g, env = self._far_tables()[1], np.exp(log_env)
         cum = np.empty(q.shape, dtype=np.float64)
-        for s in range(0, words.size, _LAYOUT_ROWS):  # rows a few at a time: the passes stay in cache
+        for s in range(0, q.shape[0], _LAYOUT_ROWS):  # rows a few at a time: the passes stay in cache
             mass = g[q[s : s + _LAYOUT_ROWS]]
             np.minimum(mass, env[s : s + _LAYOUT_ROWS, None], out=mass)
             mass *= far.counts
             np.cumsum(mass, axis=1, out=cum[s : s + _LAYOUT_ROWS])
-        return cum, q
+        return cum
+
+    def _block_layouts(
+        self,
+        words: npt.NDArray[np.int64],
+        log_env: npt.NDArray[np.float64],
+        row: npt.NDArray[np.int64],
+        src: npt.NDArray[np.int8],
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """The far layouts of ``words`` (:meth:`_far_layout`'s values) as ``(computed, prepared)`` tables.
+
+        The rows prepared with the totals are read where they are (memory-mapped, not
+        copied: a draw reads a few entries of its word's row), the others computed here.
+        Sets ``row[i]`` (the word's row in its table) and ``src[i]`` (0 computed, 1 prepared).
+        """
+        holder = self._prepared
+        stored, prepared = holder.layout_rows, holder.layouts
+        at = np.full(words.size, -1, dtype=np.int64)
+        if stored is not None and prepared is not None:
+            known = np.flatnonzero(words < stored.size)
+            at[known] = stored[words[known]]
+        else:
+            prepared = np.empty((0, 0))
+        have, rest = np.flatnonzero(at >= 0), np.flatnonzero(at < 0)
+        row[have], src[have] = at[have], 1
+        row[rest], src[rest] = np.arange(rest.size), 0
+        return self._far_layout(words[rest], log_env[rest])[0], prepared
 
     def _far_log_envelope(self, q: npt.NDArray[np.uint8], log_env: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         """``log`` of the far envelope of clusters at levels ``q`` for words with k-NN ``log_env`` (elementwise)."""
@@ -1251,14 +1348,17 @@ class TruncatedExponential(Mechanism):
             below = np.where(col > 0, cum[np.arange(ids.shape[0]), col - 1], 0.0)  # mass before it
         done = np.zeros(tw.size, dtype=bool)
         far = self._prepared.far if k < v else None
-        # the far layout of the block's words that use the far bounds (at most _KNN_WORDS
-        # words: :meth:`_sample_knn` blocks them), built once; far_row: a word's row, or -1
+        # the far layouts of the block's words that use the far bounds (at most _KNN_WORDS
+        # words: :meth:`_sample_knn` blocks them), once; far_row: a word's row in its
+        # layout table (far_src: which), or -1
         far_row = np.full(words.size, -1, dtype=np.int64)
-        far_cum, far_q = np.empty((0, 0)), np.empty((0, 0), dtype=np.uint8)
+        far_src = np.zeros(words.size, dtype=np.int8)
+        layouts: tuple[np.ndarray, ...] = ()
         if far is not None:
             with_far = np.flatnonzero(usable & self._far_words(m_e, log_env))
-            far_row[with_far] = np.arange(with_far.size)
-            far_cum, far_q = self._far_layout(words[with_far], log_env[with_far])
+            rows, srcs = np.empty(with_far.size, dtype=np.int64), np.empty(with_far.size, dtype=np.int8)
+            layouts = self._block_layouts(words[with_far], log_env[with_far], rows, srcs)
+            far_row[with_far], far_src[with_far] = rows, srcs
         # tokens a slice at a time (independent draws): the proposal buffers stay small
         for start in range(0, tw.size, _KNN_TOKENS):
             pend = np.arange(start, min(tw.size, start + _KNN_TOKENS))
@@ -1271,9 +1371,12 @@ class TruncatedExponential(Mechanism):
                     u = np.where(fu - 1.0 < below[j], fu - 1.0, fu)
                     continued = False
                 else:
-                    # several independent attempts per pending token; the first success is kept
-                    rep = np.clip(np.ceil(est[tw[pend]]), 1, 32).astype(np.int64)
-                    rep = np.minimum(rep, max(1, (4 * _KNN_CHUNK) // max(pend.size, 1)))
+                    # several independent attempts per pending token; the first success is kept.
+                    # Many pending tokens: one attempt each (no attempt wasted after a success);
+                    # few: up to twice the estimated proposals, so that the passes (each a
+                    # fixed cost) stay few
+                    rep = np.clip(np.ceil(2.0 * est[tw[pend]]), 1, 32).astype(np.int64)
+                    rep = np.minimum(rep, max(1, _KNN_ATTEMPTS // max(pend.size, 1)))
                     tok = np.repeat(pend, rep)
                     j = tw[tok]
                     u = rng.random(tok.size) * total[j]
@@ -1299,14 +1402,18 @@ class TruncatedExponential(Mechanism):
                     if far is not None and at.size:
                         # the same, cluster by cluster: a cluster by its envelope mass, then
                         # a uniform member (the position of u within the cluster's segment)
-                        jl = row[at]
+                        jl, src = row[at], far_src[jr[at]]
                         uf = u[r_at[at]] - m_e[jr[at]]
-                        c = np.minimum(_count_at_most(far_cum, jl, uf), far.clusters - 1)
-                        lo = np.where(c > 0, far_cum[jl, np.maximum(c - 1, 0)], 0.0)
+                        c = np.empty(at.size, dtype=np.int64)
+                        lo, hi = np.empty(at.size), np.empty(at.size)
+                        for s, table in enumerate(layouts):
+                            sel = np.flatnonzero(src == s)
+                            if sel.size:
+                                c[sel], lo[sel], hi[sel] = _segments(table, jl[sel], uf[sel])
                         with np.errstate(invalid="ignore", divide="ignore"):
-                            frac = np.clip((uf - lo) / (far_cum[jl, c] - lo), 0.0, 1.0)
+                            frac = np.clip((uf - lo) / (hi - lo), 0.0, 1.0)
                         y[at] = far.members(c, np.nan_to_num(frac))
-                        log_g[at] = self._far_log_envelope(far_q[jl, c], log_env[jr[at]])
+                        log_g[at] = self._far_log_envelope(far.level_at(words[jr[at]], c), log_env[jr[at]])
                     d = self._geo.exact_indexed(w_rows, jr, words[jr], y)
                     with np.errstate(over="ignore", invalid="ignore"):
                         p_acc = np.exp(self._weights_exponent(d) - log_g)
