@@ -19,10 +19,17 @@ Two parts, on the default embedding (GloVe 6B 50-d, word-only vocabulary):
    the exact decode returns, on the same noisy vectors, for IMDb tokens and for
    uniformly random vocabulary words, at each epsilon of ``--epsilons``.
 
+3. **An exact int8 screen** (``--screen``): how many words an int8 screen of the noisy
+   vectors of uniformly random words keeps with a proven error bound (vectors quantized
+   per dimension, the query scaled per dimension and quantized; ``|x.q - screen| <=
+   0.5 sum_d s_d |q_d| + t/2 |x~|_1``), i.e. how many an exact re-rank would have to
+   look at; the exact decode's answer is checked to be among them.
+
 Usage::
 
     python bench/bench_madlib.py [--tokens 3000] [--mldp-tokens 200] [--rounds 3] [--epsilon 10]
     python bench/bench_madlib.py --agreement [--epsilons 1 5 10 20] [--tokens 3000]
+    python bench/bench_madlib.py --screen [--epsilons 5 10 20] [--tokens 300]
 """
 
 from __future__ import annotations
@@ -114,6 +121,43 @@ def agreement(args: argparse.Namespace) -> None:
     print(table(rows))
 
 
+def screen(args: argparse.Namespace) -> None:
+    import deniable
+    from deniable.index import make_index
+    from deniable.mechanisms.laplace import MultivariateLaplace
+
+    emb = deniable.load_embedding()
+    x = np.asarray(emb.vectors, dtype=np.float64)[: emb.size]
+    s = np.abs(x).max(axis=0) / 127.0  # per-dimension scale of the int8 vectors
+    xq = np.round(x / s)  # int8 values (held as float64 for the product)
+    l1 = np.abs(xq).sum(axis=1)
+    sq = (x * x).sum(axis=1)
+    exact = make_index(emb, "exact")
+    draw = deniable.seeded_generator(2, warn=False)
+    rows = []
+    for eps in args.epsilons:
+        mech = MultivariateLaplace(emb, epsilon=eps, index="exact")
+        noisy = mech.noisy_vectors(draw.integers(0, emb.size, args.tokens), draw)
+        truth = exact.search(noisy, 1)[1][:, 0]
+        kept = np.empty(len(noisy), dtype=np.int64)
+        for i, q in enumerate(np.asarray(noisy, dtype=np.float64)):
+            qs = q * s
+            t = np.abs(qs).max() / 127.0
+            approx = t * (xq @ np.round(qs / t))  # the int8 product, scaled back: ~ x.q
+            err = 0.5 * np.sum(s * np.abs(q)) + (t / 2) * l1  # |x.q - approx| <= err, per word
+            lo, hi = sq - 2 * (approx + err), sq - 2 * (approx - err)  # bounds on |x|^2 - 2 x.q
+            keep = np.flatnonzero(lo <= hi.min())
+            if truth[i] not in keep:
+                raise SystemExit(f"eps {eps:g}, vector {i}: the exact answer is outside the screen")
+            kept[i] = keep.size
+        row = {"epsilon": eps, "vectors": len(noisy), "kept median": float(np.median(kept))}
+        row |= {"kept p90": float(np.percentile(kept, 90)), "kept max": int(kept.max())}
+        rows.append(row)
+        print(row, file=sys.stderr, flush=True)
+    print(f"GloVe 6B 50-d, V={emb.size:,}; noisy vectors of uniformly random words; words kept by the int8 screen\n")
+    print(table(rows))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tokens", type=int, default=3000)
@@ -121,9 +165,10 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--epsilon", type=float, default=10.0)
     ap.add_argument("--agreement", action="store_true", help="measure agreement with exact decode instead")
+    ap.add_argument("--screen", action="store_true", help="count the words an exact int8 screen keeps instead")
     ap.add_argument("--epsilons", type=float, nargs="+", default=[1.0, 5.0, 10.0, 20.0])
     args = ap.parse_args()
-    (agreement if args.agreement else speed)(args)
+    (screen if args.screen else agreement if args.agreement else speed)(args)
 
 
 if __name__ == "__main__":
