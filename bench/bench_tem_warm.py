@@ -9,6 +9,8 @@ exactly what a new ``deniable privatize`` or a service worker sees), pinned to o
 thread (faiss, BLAS): it opens the default embedding and the prepared tables
 (memory-mapped), privatizes the first batch of IMDb training tokens, then the rest,
 then the rest again (what a warm process gets: tables built for frequent words are kept).
+The first batch is 10,000 tokens by default (a small call); ``--first 242000`` is the
+first batch of ``deniable privatize`` on IMDb (its default ``--batch-size`` of 1,000 reviews).
 Beside each run, the same process times the issue's reference, a plain numpy
 inverse-CDF draw (one uniform and a binary search in a 256-entry CDF per token), so
 the ratio ``TEM / reference`` is comparable across loads. Rounds are interleaved over
