@@ -121,7 +121,7 @@ class PreparedKnn:
 
     def rows(self, words: npt.NDArray[np.int64]) -> Table:
         """The tables of ``words`` stacked: ``(len(words), width)`` ids and distances (copies)."""
-        return self.ids[words], self.dist[words]
+        return np.take(self.ids, words, axis=0), np.take(self.dist, words, axis=0)
 
 
 def _touch_pages(a: np.ndarray, page: int = 4096) -> None:
