@@ -225,21 +225,22 @@ def build_totals_artefact(
             advance(words.size)
     np.save(folder / "totals.npy", totals, allow_pickle=False)
     if "far" in params:
-        _write_layouts(mech, knn, int(params["layouts"]), folder)
+        _write_layouts(mech, knn, totals[: int(params["layouts"])], folder)
 
 
-def _write_layouts(mech: TruncatedExponential, knn: PreparedKnn, n: int, folder: Path) -> None:
-    """Write the far layouts of the words ``0 .. n-1`` that use the far bounds.
+def _write_layouts(mech: TruncatedExponential, knn: PreparedKnn, totals: npt.NDArray[np.float64], folder: Path) -> None:
+    """Write the far layouts of the words ``0 .. n-1`` that use the far bounds (``totals``: theirs).
 
     ``layouts.npy`` (float64, one row a word: :meth:`TruncatedExponential._far_layout`'s
     cumulative cluster masses, the same bits) and ``layout_rows.npy`` (int32, ``n``: a
     word's row there, -1 for a word whose envelope does not use the far bounds).
     """
+    n = totals.size
     rows = np.full(n, -1, dtype=np.int32)
     parts: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = []
     for s in range(0, n, _KNN_WORDS):
         words = np.arange(s, min(n, s + _KNN_WORDS), dtype=np.int64)
-        _, _, m_e, _, log_env, _, _ = mech._knn_arrays(knn.rows(words), words)
+        _, _, m_e, _, log_env, _, _ = mech._knn_arrays(knn.rows(words), words, totals[words])
         sel = np.flatnonzero(mech._far_words(m_e, log_env))
         parts.append((words[sel], log_env[sel]))
     count = sum(p[0].size for p in parts)
@@ -1212,46 +1213,36 @@ class TruncatedExponential(Mechanism):
         far = self._prepared.far
         assert far is not None
         q = far.levels(words)
-        return self._layout_rows(q, log_env), q
-
-    def _layout_rows(self, q: npt.NDArray[np.uint8], log_env: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-        """The cumulative cluster masses of :meth:`_far_layout` from the words' bound levels ``q``."""
-        far = self._prepared.far
-        assert far is not None
         g, env = self._far_tables()[1], np.exp(log_env)
         cum = np.empty(q.shape, dtype=np.float64)
-        for s in range(0, q.shape[0], _LAYOUT_ROWS):  # rows a few at a time: the passes stay in cache
+        for s in range(0, words.size, _LAYOUT_ROWS):  # rows a few at a time: the passes stay in cache
             mass = g[q[s : s + _LAYOUT_ROWS]]
             np.minimum(mass, env[s : s + _LAYOUT_ROWS, None], out=mass)
             mass *= far.counts
             np.cumsum(mass, axis=1, out=cum[s : s + _LAYOUT_ROWS])
-        return cum
+        return cum, q
 
     def _block_layouts(
-        self,
-        words: npt.NDArray[np.int64],
-        log_env: npt.NDArray[np.float64],
-        row: npt.NDArray[np.int64],
-        src: npt.NDArray[np.int8],
-    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-        """The far layouts of ``words`` (:meth:`_far_layout`'s values) as ``(computed, prepared)`` tables.
+        self, words: npt.NDArray[np.int64], log_env: npt.NDArray[np.float64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int8], tuple[np.ndarray, np.ndarray]]:
+        """The far layouts of ``words`` (:meth:`_far_layout`'s values): ``(row, src, (computed, prepared))``.
 
         The rows prepared with the totals are read where they are (memory-mapped, not
-        copied: a draw reads a few entries of its word's row), the others computed here.
-        Sets ``row[i]`` (the word's row in its table) and ``src[i]`` (0 computed, 1 prepared).
+        copied: a draw reads a few entries of its word's row), the others computed here;
+        word ``i``'s layout is row ``row[i]`` of table ``src[i]`` (0 computed, 1 prepared).
         """
         holder = self._prepared
         stored, prepared = holder.layout_rows, holder.layouts
-        at = np.full(words.size, -1, dtype=np.int64)
+        row = np.full(words.size, -1, dtype=np.int64)
         if stored is not None and prepared is not None:
             known = np.flatnonzero(words < stored.size)
-            at[known] = stored[words[known]]
+            row[known] = stored[words[known]]
         else:
             prepared = np.empty((0, 0))
-        have, rest = np.flatnonzero(at >= 0), np.flatnonzero(at < 0)
-        row[have], src[have] = at[have], 1
-        row[rest], src[rest] = np.arange(rest.size), 0
-        return self._far_layout(words[rest], log_env[rest])[0], prepared
+        src = (row >= 0).astype(np.int8)
+        rest = np.flatnonzero(row < 0)
+        row[rest] = np.arange(rest.size)
+        return row, src, (self._far_layout(words[rest], log_env[rest])[0], prepared)
 
     def _far_log_envelope(self, q: npt.NDArray[np.uint8], log_env: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         """``log`` of the far envelope of clusters at levels ``q`` for words with k-NN ``log_env`` (elementwise)."""
@@ -1356,9 +1347,7 @@ class TruncatedExponential(Mechanism):
         layouts: tuple[np.ndarray, ...] = ()
         if far is not None:
             with_far = np.flatnonzero(usable & self._far_words(m_e, log_env))
-            rows, srcs = np.empty(with_far.size, dtype=np.int64), np.empty(with_far.size, dtype=np.int8)
-            layouts = self._block_layouts(words[with_far], log_env[with_far], rows, srcs)
-            far_row[with_far], far_src[with_far] = rows, srcs
+            far_row[with_far], far_src[with_far], layouts = self._block_layouts(words[with_far], log_env[with_far])
         # tokens a slice at a time (independent draws): the proposal buffers stay small
         for start in range(0, tw.size, _KNN_TOKENS):
             pend = np.arange(start, min(tw.size, start + _KNN_TOKENS))
