@@ -124,6 +124,13 @@ class Geometry:
                 self._operands[dt] = (unit, np.ascontiguousarray(unit.T))
             return self._operands[dt]
 
+    def left_rows(self, q: npt.NDArray[np.int64], dt: np.dtype[Any]) -> np.ndarray:
+        """``[x[q], 1]`` in ``dt``: the euclidean left operand of :meth:`block` and :meth:`screen`."""
+        left = np.empty((q.size, self.dim + 1), dtype=dt)
+        left[:, :-1] = self.x[q]
+        left[:, -1] = 1.0
+        return left
+
     def block(self, q: npt.NDArray[np.int64], out: np.ndarray) -> None:
         """Fill ``out`` (``len(q) x V``, float32 or float64) with the distances from each ``q`` word to every word.
 
@@ -137,10 +144,7 @@ class Geometry:
         dt = out.dtype
         first, second = self._block_operands(dt)
         if self.metric == "euclidean":
-            left = np.empty((q.size, self.dim + 1), dtype=dt)
-            left[:, :-1] = self.x[q]
-            left[:, -1] = 1.0
-            np.matmul(left, first, out=out)
+            np.matmul(self.left_rows(q, dt), first, out=out)
             out += second[q][:, None]
             euclidean_from_squares(out, out=out)
         else:
@@ -223,10 +227,7 @@ class Geometry:
             out[...] = 0.0
         elif self.metric == "euclidean":
             aug, sq = self._block_operands(np.dtype(np.float32))
-            left = np.empty((q.size, self.dim + 1), dtype=np.float32)
-            left[:, :-1] = self.x[q]
-            left[:, -1] = 1.0
-            np.matmul(left, aug, out=out)
+            np.matmul(self.left_rows(q, np.dtype(np.float32)), aug, out=out)
             out += sq[q][:, None]
         elif self.metric == "angular":
             unit, unit_t = self._block_operands(np.dtype(np.float32))

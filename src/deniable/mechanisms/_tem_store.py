@@ -308,7 +308,7 @@ def _knn_blocks_symmetric(geo: Geometry, k: int, n_sketch: int) -> Iterator[tupl
         add_rows = geo._sq
 
         def left(sel: np.ndarray) -> np.ndarray:
-            return _augmented(geo.x[sel])
+            return geo.left_rows(sel, np.dtype(np.float32))
 
         sample_t = np.empty((n + 1, -(-v // stride)), dtype=np.float32)
         np.multiply(geo.x[::stride].T, np.float32(-2.0), out=sample_t[:n])
@@ -341,14 +341,6 @@ def _knn_blocks_symmetric(geo: Geometry, k: int, n_sketch: int) -> Iterator[tupl
             exact[c : c + _EXACT_CHUNK] = geo.exact_paired(q[c : c + _EXACT_CHUNK, None], e_ids[c : c + _EXACT_CHUNK])
         ids = np.concatenate([e_ids, np.full((q.size, 1 + n_sketch), -1)], axis=1)
         yield q, ids, np.concatenate([exact, env], axis=1)
-
-
-def _augmented(x: np.ndarray) -> np.ndarray:
-    """``[x, 1]`` in float32."""
-    rows = np.empty((x.shape[0], x.shape[1] + 1), dtype=np.float32)
-    rows[:, :-1] = x
-    rows[:, -1] = 1.0
-    return rows
 
 
 def _knn_heaps(
