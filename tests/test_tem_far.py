@@ -23,7 +23,7 @@ from deniable.mechanisms import _tem_far as far_module
 from deniable.mechanisms import tem as tem_module
 from deniable.mechanisms._tem_far import FAR_KIND, PreparedFar, far_artefact_params
 from deniable.mechanisms._tem_geometry import Geometry
-from deniable.mechanisms.tem import TruncatedExponential, _count_at_most
+from deniable.mechanisms.tem import TruncatedExponential, _count_at_most, _segments
 from test_tem_support import ALPHA, force_path, g_test_pvalue
 
 WORDS = (3, 40, 150)
@@ -174,7 +174,7 @@ def test_no_far_bounds_without_an_epsilon(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 @pytest.mark.parametrize("width", [1, 2, 7, 8, 9, 256, 1000, 1024])
-def test_count_at_most_is_the_plain_count(width: int) -> None:
+def test_count_at_most_and_segments_are_the_plain_count(width: int) -> None:
     rng = np.random.default_rng(width)
     cum = np.cumsum(rng.integers(0, 3, size=(20, width)).astype(np.float64), axis=1)  # ties and flat runs
     rows = rng.integers(0, 20, size=5000)
@@ -182,6 +182,11 @@ def test_count_at_most_is_the_plain_count(width: int) -> None:
     u = np.concatenate([rng.uniform(-1, top, 4000), cum[rows[4000:], rng.integers(0, width, 1000)]])  # exact hits too
     expect = (cum[rows] <= u[:, None]).sum(axis=1)
     assert np.array_equal(_count_at_most(cum, rows, u), expect)
+    # the segment u falls in: its index (the last one past the row's end) and its ends
+    c, lo, hi = _segments(cum, rows, u)
+    assert np.array_equal(c, np.minimum(expect, width - 1))
+    assert np.array_equal(hi, cum[rows, c])
+    assert np.array_equal(lo, np.where(c > 0, cum[rows, np.maximum(c - 1, 0)], 0.0))
 
 
 @pytest.mark.parametrize("metric", ["euclidean", "angular", "manhattan"])

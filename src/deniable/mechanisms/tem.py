@@ -317,26 +317,49 @@ class CompactDistribution:
         return cls(ids, probs, int(n_out), dist.w_gamma / z if n_out else 0.0)
 
 
-def _count_at_most(cum: np.ndarray, rows: np.ndarray, u: np.ndarray) -> npt.NDArray[np.int64]:
-    """``count_nonzero(cum[rows[i]] <= u[i])`` for each i, by a vectorized binary search.
+def _search(cum: np.ndarray, rows: npt.NDArray[np.int64], u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(idx, base)`` of a vectorized binary search of ``u[i]`` in the row ``cum[rows[i]]``.
 
-    ``cum``'s rows are non-decreasing (cumulative weights), so the count is the largest
-    ``c`` with ``cum[row, c - 1] <= u`` (0 if none): the same integers as the linear count,
-    found with ``log2(width)`` gathers per token instead of ``width`` comparisons.
+    ``cum``'s rows are non-decreasing (cumulative weights). With ``base`` the flat index
+    of each row's first entry, ``c = idx - base + 1`` is ``min(count_nonzero(cum[row] <=
+    u), width - 1)``: the largest ``c <= width - 1`` with ``cum[row, c - 1] <= u`` (0 if
+    none), so ``idx`` is the flat index of ``cum[row, c - 1]`` (``base - 1`` for 0) and
+    ``idx + 1`` that of ``cum[row, c]``. ``log2(width)`` gathers per value, each step four
+    numpy passes over preallocated buffers.
     """
     width = cum.shape[1]
     flat = cum.reshape(-1)
-    base = rows.astype(np.int64) * width - 1  # flat index of cum[row, c - 1] is base + c
-    pos = np.zeros(rows.size, dtype=np.int64)
-    step = 1 << (width.bit_length() - 1) if width else 0
-    # branch-free: a candidate past the row is clamped to ``width`` (taken exactly when the
-    # whole row is <= u, which is then the answer); the later, smaller steps still reach
-    # every count below it
+    base = rows.astype(np.int64) * width
+    idx = base - 1
+    tmp = np.empty(rows.size, dtype=np.int64)
+    vals = np.empty(rows.size, dtype=flat.dtype)
+    le = np.empty(rows.size, dtype=bool)
+    # a candidate past the row's second-to-last entry is clamped to it (only for widths
+    # that are not powers of two: otherwise the steps never pass it)
+    last = base + (width - 2) if width & (width - 1) else None
+    step = 1 << ((width - 1).bit_length() - 1) if width > 1 else 0
     while step:
-        cand = np.minimum(pos + step, width)
-        pos = np.where(np.take(flat, base + cand) <= u, cand, pos)
+        np.add(idx, step, out=tmp)
+        if last is not None:
+            np.minimum(tmp, last, out=tmp)
+        np.take(flat, tmp, out=vals, mode="clip")  # valid indices: "clip" is not buffered
+        np.less_equal(vals, u, out=le)
+        np.copyto(idx, tmp, where=le)
         step >>= 1
-    return pos
+    return idx, base
+
+
+def _count_at_most(cum: np.ndarray, rows: np.ndarray, u: np.ndarray) -> npt.NDArray[np.int64]:
+    """``count_nonzero(cum[rows[i]] <= u[i])`` for each i, by a vectorized binary search (:func:`_search`).
+
+    The same integers as the linear count, found with ``log2(width)`` gathers per value
+    instead of ``width`` comparisons: the search's ``c``, plus one where the whole row is
+    ``<= u`` (its last entry, ``cum[row, c]`` for ``c = width - 1``).
+    """
+    if not cum.shape[1]:
+        return np.zeros(rows.size, dtype=np.int64)
+    idx, base = _search(cum, rows, u)
+    return idx - base + 1 + (np.take(cum.reshape(-1), idx + 1, mode="clip") <= u)
 
 
 def _segments(
@@ -347,12 +370,11 @@ def _segments(
     ``c`` the segment's index (the last one for ``u`` at or past the row's end), ``lo``
     the row's value before it (0.0 for the first), ``hi`` its own.
     """
-    width = cum.shape[1]
-    c = np.minimum(_count_at_most(cum, rows, u), width - 1)
+    idx, base = _search(cum, rows, u)
     flat = cum.reshape(-1)
-    at = rows * width + c
-    hi = np.take(flat, at)
-    lo = np.where(c > 0, np.take(flat, np.maximum(at - 1, 0)), 0.0)
+    c = idx - base + 1
+    hi = np.take(flat, idx + 1, mode="clip")
+    lo = np.where(c > 0, np.take(flat, idx, mode="clip"), 0.0)  # idx = base - 1 for c = 0: not read
     return c, lo, hi
 
 
