@@ -300,7 +300,7 @@ def test_tem_is_prepared_and_history_free_before_ready(tmp_path: Any, monkeypatc
     client = make(mechanisms={"tem": {"epsilons": [10]}})
     assert client.get("/readyz").status_code == 200
     state = client.app.state.deniable  # type: ignore[attr-defined]
-    (mech, _), = [v for v in state.mechanisms.values() if v[0].name == "tem"]
+    ((mech, _),) = [v for v in state.mechanisms.values() if v[0].name == "tem"]
     assert mech.history_free
     # prepared before ready: the tables, the far bounds, and the envelope totals at the offered epsilon
     assert sorted(a.kind for a in list_artefacts(mech.embedding)) == ["tem-far", "tem-knn", "tem-totals"]
