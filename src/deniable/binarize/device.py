@@ -18,6 +18,7 @@ folder by ``brr.json``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import warnings
 from collections.abc import Sequence
@@ -35,11 +36,18 @@ __all__ = [
     "CODES_FILE",
     "DEVICE_FORMAT",
     "PARAMS_FILE",
+    "WEB_FORMAT",
+    "WEB_MANIFEST",
+    "WEB_VERSION",
     "CodeVocabulary",
     "artefact_size",
     "is_device_artefact",
     "load_device_artefact",
     "save_device_artefact",
+    "save_web_artefact",
+    "web_artefact",
+    "web_artefact_id",
+    "web_artefact_of",
 ]
 
 CODES_FILE = "codes.npy"
@@ -216,3 +224,96 @@ def load_device_artefact(folder: str | Path, *, mmap: bool = True) -> CodeVocabu
     if int(meta.get("bits", -1)) != codes.shape[1] * 8:
         raise EmbeddingError(f"{p}: {PARAMS_FILE} says {meta.get('bits')} bits, codes have {codes.shape[1] * 8}")
     return CodeVocabulary(words, codes, name=str(p), params=meta)
+
+
+# -- the web format: static files a browser or Node client loads whole (clients/js) ------------
+
+#: ``manifest.json`` ``format`` and ``version`` of the web artefact (clients/js reads them).
+WEB_FORMAT = "deniable-web-device"
+WEB_VERSION = 1
+WEB_MANIFEST = "manifest.json"
+#: The mechanisms a web artefact exists for, and the payload file of each.
+WEB_PAYLOAD = {"brr": "codes.bin", "madlib": "vectors.bin"}
+
+
+def web_artefact(
+    mechanism: str,
+    words: Sequence[str],
+    payload: npt.ArrayLike,
+    *,
+    lowercase: bool,
+    fingerprint: str,
+    params: dict[str, Any] | None = None,
+) -> dict[str, bytes]:
+    """The files of a web device artefact, name -> bytes (``manifest.json`` last).
+
+    ``mechanism`` ``"brr"``: ``payload`` is the ``(V, bits // 8)`` uint8 packed codes, written
+    as ``codes.bin`` row by row; ``"madlib"``: the ``(V, d)`` vectors, written as
+    ``vectors.bin``, float32 little-endian, row-major. ``words.txt`` is one word per line
+    (UTF-8, ``\\n``). The manifest holds the format version, the mechanism, the sizes, the
+    embedding fingerprint, ``lowercase`` (lookups fold case) and each file's size and
+    sha256. A function of public data only, and deterministic: the same inputs give the
+    same bytes (the service serves exactly these bytes).
+    """
+    if mechanism not in WEB_PAYLOAD:
+        raise EmbeddingError(f"web artefact: mechanism {mechanism!r} is not one of {sorted(WEB_PAYLOAD)}")
+    arr = np.asarray(payload)
+    if arr.ndim != 2 or arr.shape[0] != len(words) or arr.shape[0] == 0:
+        raise EmbeddingError(f"web artefact: payload of shape {arr.shape} does not match {len(words)} words")
+    if any("\n" in w or "\r" in w for w in words):
+        raise EmbeddingError("web artefact: a vocabulary word holds a line break")
+    meta: dict[str, Any] = {"format": WEB_FORMAT, "version": WEB_VERSION, "mechanism": mechanism}
+    if mechanism == "brr":
+        if arr.dtype != np.uint8 or arr.shape[1] % 4:
+            raise EmbeddingError("web artefact: brr codes must be uint8 with bits a multiple of 32")
+        data = np.ascontiguousarray(arr).tobytes()
+        meta.update(bits=int(arr.shape[1] * 8))
+    else:
+        data = np.ascontiguousarray(arr, dtype="<f4").tobytes()
+        meta.update(dim=int(arr.shape[1]), dtype="float32-le")
+    files = {"words.txt": ("\n".join(words) + "\n").encode("utf-8"), WEB_PAYLOAD[mechanism]: data}
+    meta.update(
+        vocab_size=len(words),
+        lowercase=bool(lowercase),
+        fingerprint=fingerprint,
+        **{k: v for k, v in (params or {}).items() if k not in meta and k != "files"},
+    )
+    meta["files"] = {n: {"bytes": len(b), "sha256": hashlib.sha256(b).hexdigest()} for n, b in files.items()}
+    files[WEB_MANIFEST] = (json.dumps(meta, indent=1, sort_keys=True) + "\n").encode("utf-8")
+    return files
+
+
+def web_artefact_id(files: dict[str, bytes]) -> str:
+    """The artefact's content address: the first 16 hex digits of the manifest's sha256."""
+    return hashlib.sha256(files[WEB_MANIFEST]).hexdigest()[:16]
+
+
+def web_artefact_of(mechanism: Any) -> dict[str, bytes]:
+    """The web artefact of a prepared ``brr`` or ``madlib`` mechanism instance (see :func:`web_artefact`).
+
+    BRR: its codes (trained or read once) and the binarizer's public parameters; madlib:
+    its embedding's float vectors. Any other mechanism: an :class:`~deniable.EmbeddingError`.
+    """
+    name = getattr(mechanism, "name", None)
+    emb = mechanism.embedding
+    words = list(emb.vocabulary)
+    if name == "brr":
+        params = {"binarizer": mechanism.binarizer, "seed": mechanism.seed}
+        return web_artefact(
+            "brr", words, mechanism.codes, lowercase=emb.is_lowercase, fingerprint=emb.fingerprint, params=params
+        )
+    if name == "madlib" and type(mechanism).__name__ == "MultivariateLaplace":
+        return web_artefact("madlib", words, emb.vectors, lowercase=emb.is_lowercase, fingerprint=emb.fingerprint)
+    raise EmbeddingError(f"no web device artefact for mechanism {name!r} (brr and madlib have one)")
+
+
+def save_web_artefact(folder: str | Path, files: dict[str, bytes]) -> dict[str, int]:
+    """Write the files of :func:`web_artefact` into ``folder`` (each atomically, the manifest last)."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in sorted(files, key=lambda n: n == WEB_MANIFEST):
+        data = files[name]
+        atomic_path(out / name, lambda p, data=data: p.write_bytes(data))  # type: ignore[misc]
+    sizes = {name: len(b) for name, b in files.items()}
+    sizes["total"] = sum(sizes.values())
+    return sizes

@@ -1,4 +1,10 @@
-"""``deniable export-device``: write BRR's compact on-device artefact (packed codes + words)."""
+"""``deniable export-device``: write the on-device artefacts.
+
+``--format npy`` (default): BRR's folder for the Python library (codes.npy, words.txt, brr.json).
+``--format web``: static files for the JavaScript client (clients/js; docs/device.md):
+``manifest.json`` (format version, mechanism, sizes, embedding fingerprint, sha256 of each
+file), ``words.txt`` and ``codes.bin`` (``--mechanism brr``) or ``vectors.bin`` (``madlib``).
+"""
 
 from __future__ import annotations
 
@@ -50,6 +56,12 @@ def export_device_cmd(
         int, typer.Option("--binarizer-seed", help="Seed of the binarizer's training (public; not privacy noise).")
     ] = 0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or size report.")] = False,
+    fmt: Annotated[
+        str, typer.Option("--format", help="npy (the Python library's folder) or web (the JavaScript client's files).")
+    ] = "npy",
+    mechanism: Annotated[
+        str, typer.Option("--mechanism", "-m", help="brr, or madlib (float vectors; --format web only).")
+    ] = "brr",
 ) -> None:
     """Write everything BRR needs to privatize on a device: packed binary codes + the word list.
 
@@ -57,10 +69,17 @@ def export_device_cmd(
     folder with `deniable privatize --mechanism brr --embedding FOLDER ...` or
     `BinaryRandomizedResponse.from_device(FOLDER, epsilon)`; no float vectors are needed.
     """
+    from .._validation import check_choice
     from ..binarize import check_binarizer, check_bits
     from ..embedding import Embedding
     from ..mechanisms.brr import BinaryRandomizedResponse
 
+    check_choice("--format", fmt, ("npy", "web"))
+    check_choice("--mechanism", mechanism, ("brr", "madlib"))
+    if mechanism == "madlib" and fmt != "web":
+        from .._errors import InvalidParameterError
+
+        raise InvalidParameterError("--mechanism", mechanism, "brr (madlib has only --format web)")
     bits = check_bits(bits, "--bits")
     method = check_binarizer(binarizer, "--binarizer")
     emb = load_embedding_option(embedding, vocab_size)
@@ -68,6 +87,9 @@ def export_device_cmd(
         from .._errors import InvalidParameterError
 
         raise InvalidParameterError("--embedding", embedding, "a float embedding (this is already a device artefact)")
+    if fmt == "web":
+        _export_web(emb, mechanism, output, bits, method, binarizer_seed, quiet)
+        return
     mech = BinaryRandomizedResponse(
         emb, 1.0, bits=bits, binarizer=method, seed=binarizer_seed, show_progress=False if quiet else None
     ).prepare()  # train (or read from the cache) the codes: the visible, explicit step
@@ -95,6 +117,28 @@ def export_device_cmd(
             continue
         total = float_total + size
         say(f"  float embedding + {name}: {_human(total)} -> the artefact is {1 - art / total:.1%} smaller")
+
+
+def _export_web(emb: object, mechanism: str, output: str, bits: int, method: str, seed: int, quiet: bool) -> None:
+    """``--format web``: the JavaScript client's files (the same bytes the service serves)."""
+    from ..binarize.device import save_web_artefact, web_artefact_id, web_artefact_of
+    from ..mechanisms import make_mechanism
+
+    opts = {"bits": bits, "binarizer": method, "seed": seed, "show_progress": False if quiet else None}
+    mech = make_mechanism(mechanism, emb, 1.0, **(opts if mechanism == "brr" else {"index": "exact"}))
+    if mechanism == "brr":
+        mech.prepare()  # type: ignore[attr-defined]  # train (or read) the codes: the visible, explicit step
+    files = web_artefact_of(mech)
+    sizes = save_web_artefact(Path(output), files)
+    if quiet:
+        return
+    parts = ", ".join(f"{n} {_human(b)}" for n, b in sizes.items() if n != "total")
+    err.print(
+        f"wrote {output}: web artefact {web_artefact_id(files)} for {mechanism}, {len(mech.embedding.vocabulary):,} words; "
+        f"{_human(sizes['total'])} ({parts})",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def _human(n: int) -> str:

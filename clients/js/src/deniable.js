@@ -1,0 +1,499 @@
+// deniable on the device: word-level metric differential privacy in the browser or in Node.
+//
+// The text never leaves the device. A loaded artefact (codes or vectors of the whole
+// vocabulary, fetched whole and verified by SHA-256) lets the device privatize every word:
+//   - BRR: randomized response on the word's packed binary code, then the nearest code in
+//     Hamming distance (ties uniform), then a uniform word of that code;
+//   - madlib: multivariate Laplace noise on the word's vector, then the nearest vector.
+// In "local" mode the decode runs here; in "split" mode only the noisy codes/vectors go to
+// the server's POST /v1/decode (post-processing: no privacy cost), never a word.
+//
+// Randomness: only crypto.getRandomValues. No runtime dependencies.
+// Mirrors src/deniable/text.py (tokenizer, sentence case), src/deniable/privatizer.py (OOV
+// policy), src/deniable/mechanisms/brr.py and laplace.py (samplers, decode rules).
+
+import { SPACE_CLASS, UNICODE_VERSION, WORD_CLASS } from "./unicode.js";
+
+export { UNICODE_VERSION };
+
+/** Format of the web artefact this client reads (manifest.json "format" / "version"). */
+export const WEB_FORMAT = "deniable-web-device";
+export const WEB_VERSION = 1;
+
+// ---------------------------------------------------------------------------------------
+// Tokenizer: the same rules as deniable.text
+// ---------------------------------------------------------------------------------------
+
+const WORD_SPLIT = new RegExp(`([${WORD_CLASS}]+)`, "u");
+const IS_WORD = new RegExp(`^[${WORD_CLASS}]+$`, "u");
+const SENTENCE_END = new RegExp(`[.!?]["'\\u2019\\u201d\\u00bb)\\]]*[${SPACE_CLASS}]`, "u");
+
+/** `[sep0, word1, sep1, ..., sepN]`, words at odd positions; `join(split(t)) === t`. */
+export function split(text) {
+  if (typeof text !== "string") throw new TypeError("text: expected a string");
+  return text.split(WORD_SPLIT);
+}
+
+/** The word tokens of `text`, in order. */
+export function words(text) {
+  return split(text).filter((_, i) => i % 2 === 1);
+}
+
+/** Inverse of split. */
+export function join(parts) {
+  return parts.join("");
+}
+
+/** True when `s` is exactly one word token. */
+export function isWord(s) {
+  return IS_WORD.test(s);
+}
+
+/** `word` with its first character upper case, if that stays one word (Python's capitalize rule). */
+export function capitalize(word) {
+  if (!word) return word;
+  const first = String.fromCodePoint(word.codePointAt(0));
+  const out = first.toUpperCase() + word.slice(first.length);
+  return isWord(out) ? out : word;
+}
+
+/** Does the separator end a sentence (`.`, `!` or `?`, closing quotes/brackets, whitespace)? */
+export function endsSentence(separator) {
+  return SENTENCE_END.test(separator);
+}
+
+/**
+ * Render output words between the original separators with the case policy.
+ * `parts`: split(text); `out`: one output word per word token (lower case vocabulary words).
+ * case: "sentence" (capital at the start and after a sentence end), "lower".
+ */
+export function render(parts, out, { caseMode = "sentence", foldCase = true } = {}) {
+  if (caseMode !== "sentence" && caseMode !== "lower") throw new RangeError("case: 'sentence' or 'lower'");
+  const p = parts.slice();
+  for (let k = 0, j = 1; j < p.length; k++, j += 2) {
+    let w = out[k];
+    if (caseMode === "sentence" && foldCase && (k === 0 || endsSentence(p[j - 1]))) w = capitalize(w);
+    p[j] = w;
+  }
+  return p.join("");
+}
+
+// ---------------------------------------------------------------------------------------
+// Randomness: crypto.getRandomValues only
+// ---------------------------------------------------------------------------------------
+
+const POOL = new Uint32Array(16384); // 64 KiB, the most one getRandomValues call may fill
+let poolPos = POOL.length;
+
+function u32() {
+  if (poolPos >= POOL.length) {
+    globalThis.crypto.getRandomValues(POOL);
+    poolPos = 0;
+  }
+  return POOL[poolPos++];
+}
+
+const TWO53 = 9007199254740992;
+
+/** A uniform integer in [0, 2^53) (numpy's double construction: 27 + 26 bits). */
+export function randomBits53() {
+  return (u32() >>> 5) * 67108864 + (u32() >>> 6);
+}
+
+/** A uniform integer in [0, n), 1 <= n <= 2^32, exactly (rejection sampling). */
+export function randomInt(n) {
+  if (!(n >= 1 && n <= 4294967296 && Number.isInteger(n))) throw new RangeError("randomInt: n in [1, 2^32]");
+  const limit = Math.floor(4294967296 / n) * n;
+  for (;;) {
+    const x = u32();
+    if (x < limit) return x % n;
+  }
+}
+
+/** Uniform in (0, 1], multiples of 2^-53 (never 0: safe under log). */
+function uniformOpen0() {
+  return (randomBits53() + 1) / TWO53;
+}
+
+let spareNormal = null;
+
+/** A standard normal deviate (Box-Muller on two uniforms). */
+export function standardNormal() {
+  if (spareNormal !== null) {
+    const z = spareNormal;
+    spareNormal = null;
+    return z;
+  }
+  const r = Math.sqrt(-2 * Math.log(uniformOpen0()));
+  const t = 2 * Math.PI * (randomBits53() / TWO53);
+  spareNormal = r * Math.sin(t);
+  return r * Math.cos(t);
+}
+
+/** Gamma(shape = k, scale) for an integer k >= 1: the sum of k exponentials, exactly. */
+export function gammaInt(k, scale) {
+  let s = 0;
+  for (let i = 0; i < k; i++) s -= Math.log(uniformOpen0());
+  return s * scale;
+}
+
+// ---------------------------------------------------------------------------------------
+// Mechanisms' samplers (the same laws as brr.py and laplace.py)
+// ---------------------------------------------------------------------------------------
+
+function checkEpsilon(epsilon) {
+  if (typeof epsilon !== "number" || !Number.isFinite(epsilon) || epsilon <= 0) {
+    throw new RangeError("epsilon: a finite number > 0");
+  }
+  return epsilon;
+}
+
+/** BRR's flip probability 1 / (1 + e^eps), computed as in brr.flip_probability. */
+export function flipProbability(epsilon) {
+  const t = Math.exp(-checkEpsilon(epsilon));
+  return t / (1 + t);
+}
+
+/**
+ * Randomized response on packed codes (Uint8Array of n * bytes): each bit flipped
+ * independently with probability p, as brr.sample_flip_masks does it: one 53-bit uniform
+ * per bit, flipped when u < p (u = k / 2^53), i.e. when k < ceil(p * 2^53).
+ */
+export function randomizedResponse(codes, bits, epsilon) {
+  const threshold = Math.ceil(flipProbability(epsilon) * TWO53);
+  const out = Uint8Array.from(codes);
+  const bytes = bits / 8;
+  const n = out.length / bytes;
+  for (let r = 0; r < n; r++) {
+    for (let j = 0; j < bits; j++) {
+      if (randomBits53() < threshold) out[r * bytes + (j >> 3)] ^= 0x80 >>> (j & 7);
+    }
+  }
+  return out;
+}
+
+/**
+ * `count` draws of d-dimensional noise with density ∝ exp(-eps ||z||): a uniform direction
+ * (a normalised standard normal vector) times a Gamma(d, 1/eps) radius, as
+ * laplace.sample_laplace_noise. Float64Array of count * d.
+ */
+export function laplaceNoise(count, dim, epsilon) {
+  checkEpsilon(epsilon);
+  const out = new Float64Array(count * dim);
+  for (let r = 0; r < count; r++) {
+    let sq = 0;
+    for (let i = 0; i < dim; i++) {
+      const g = standardNormal();
+      out[r * dim + i] = g;
+      sq += g * g;
+    }
+    const norm = sq === 0 ? 1 : Math.sqrt(sq);
+    const radius = gammaInt(dim, 1 / epsilon);
+    for (let i = 0; i < dim; i++) out[r * dim + i] = (out[r * dim + i] / norm) * radius;
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// Decoders (the same rules as the Python decoders; docs/device.md "Tie rules")
+// ---------------------------------------------------------------------------------------
+
+function popcount32(x) {
+  x -= (x >>> 1) & 0x55555555;
+  x = (x & 0x33333333) + ((x >>> 2) & 0x33333333);
+  x = (x + (x >>> 4)) & 0x0f0f0f0f;
+  return Math.imul(x, 0x01010101) >>> 24;
+}
+
+function asWords32(bytes) {
+  const copy = new Uint8Array(bytes.length);
+  copy.set(bytes);
+  return new Uint32Array(copy.buffer);
+}
+
+/**
+ * For each packed query code, every word id whose code is at the minimum Hamming distance
+ * (ascending ids) and that distance. `codes`: Uint32Array view of the vocabulary codes.
+ */
+export function hammingTies(codes, queries, bits) {
+  const w32 = bits / 32;
+  const q = asWords32(queries);
+  const nq = q.length / w32;
+  const nv = codes.length / w32;
+  const best = new Int32Array(nq).fill(bits + 1);
+  const ties = Array.from({ length: nq }, () => []);
+  for (let v = 0; v < nv; v++) {
+    const base = v * w32;
+    for (let i = 0; i < nq; i++) {
+      let d = 0;
+      const qb = i * w32;
+      for (let k = 0; k < w32; k++) d += popcount32(codes[base + k] ^ q[qb + k]);
+      if (d < best[i]) {
+        best[i] = d;
+        ties[i] = [v];
+      } else if (d === best[i]) {
+        ties[i].push(v);
+      }
+    }
+  }
+  return { ties, distances: Array.from(best) };
+}
+
+/**
+ * BRR's decode: a distinct code uniformly among those at minimum Hamming distance, then a
+ * word uniformly among the words of that code (brr.HammingDecoder.decode).
+ */
+export function decodeHamming(codes, queries, bits) {
+  const w32 = bits / 32;
+  const { ties } = hammingTies(codes, queries, bits);
+  return ties.map((ids) => {
+    const groups = new Map(); // code -> its tied words (words sharing a code are all tied)
+    for (const id of ids) {
+      const key = Array.from(codes.subarray(id * w32, (id + 1) * w32)).join(",");
+      const g = groups.get(key);
+      if (g) g.push(id);
+      else groups.set(key, [id]);
+    }
+    const list = [...groups.values()];
+    const chosen = list[randomInt(list.length)];
+    return chosen[randomInt(chosen.length)];
+  });
+}
+
+/**
+ * madlib's exact decode: for each query, the word whose vector is nearest in Euclidean
+ * distance, computed as sum((q_i - y_i)^2) in float64 from the float32 values; ties (equal
+ * float64 sums) go to the lowest id.
+ */
+export function decodeNearest(vectors, queries, dim) {
+  const nq = queries.length / dim;
+  const nv = vectors.length / dim;
+  const best = new Float64Array(nq).fill(Infinity);
+  const arg = new Int32Array(nq);
+  for (let v = 0; v < nv; v++) {
+    const base = v * dim;
+    for (let i = 0; i < nq; i++) {
+      const qb = i * dim;
+      let s = 0;
+      for (let k = 0; k < dim; k++) {
+        const t = queries[qb + k] - vectors[base + k];
+        s += t * t;
+      }
+      if (s < best[i]) {
+        best[i] = s;
+        arg[i] = v;
+      }
+    }
+  }
+  return Array.from(arg);
+}
+
+// ---------------------------------------------------------------------------------------
+// Artefacts: manifest.json + whole files, verified with SHA-256
+// ---------------------------------------------------------------------------------------
+
+async function sha256Hex(bytes) {
+  const digest = await globalThis.crypto.subtle.digest("SHA-256", bytes);
+  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+function fetcher(source) {
+  if (typeof source === "function") return async (name) => new Uint8Array(await source(name));
+  const base = String(source).endsWith("/") ? String(source) : `${source}/`;
+  return async (name) => {
+    const res = await fetch(new URL(name, base), { credentials: "same-origin" });
+    if (!res.ok) throw new Error(`artefact: ${name}: HTTP ${res.status}`);
+    return new Uint8Array(await res.arrayBuffer());
+  };
+}
+
+/**
+ * Load a web artefact whole: `source` is the folder's URL (ending with the artefact id) or a
+ * function name -> bytes (Node: name => fs.readFile(path.join(dir, name))). Every file is
+ * checked against the manifest's size and SHA-256 before use.
+ */
+export async function loadArtefact(source) {
+  const get = fetcher(source);
+  const manifestBytes = await get("manifest.json");
+  const manifest = JSON.parse(new TextDecoder().decode(manifestBytes));
+  if (manifest.format !== WEB_FORMAT) throw new Error(`artefact: not a ${WEB_FORMAT} manifest`);
+  if (manifest.version !== WEB_VERSION) {
+    throw new Error(`artefact: format version ${manifest.version}, this client reads ${WEB_VERSION}`);
+  }
+  const files = {};
+  for (const [name, spec] of Object.entries(manifest.files)) {
+    const bytes = await get(name);
+    if (bytes.length !== spec.bytes) throw new Error(`artefact: ${name}: ${bytes.length} bytes, expected ${spec.bytes}`);
+    const digest = await sha256Hex(bytes);
+    if (digest !== spec.sha256) throw new Error(`artefact: ${name}: sha256 mismatch`);
+    files[name] = bytes;
+  }
+  return new Artefact(manifest, files);
+}
+
+/** A verified artefact in memory: the vocabulary and the codes (brr) or vectors (madlib). */
+export class Artefact {
+  constructor(manifest, files) {
+    this.manifest = manifest;
+    this.mechanism = manifest.mechanism;
+    const text = new TextDecoder("utf-8", { fatal: true }).decode(files["words.txt"]);
+    this.words = text.split("\n");
+    if (this.words.length && this.words[this.words.length - 1] === "") this.words.pop();
+    if (this.words.length !== manifest.vocab_size) throw new Error("artefact: words.txt does not match vocab_size");
+    this.foldCase = Boolean(manifest.lowercase);
+    this.index = new Map();
+    this.words.forEach((w, i) => this.index.set(w, i));
+    if (this.mechanism === "brr") {
+      this.bits = manifest.bits;
+      this.codeBytes = files["codes.bin"];
+      if (this.codeBytes.length !== this.size * (this.bits / 8)) throw new Error("artefact: codes.bin size");
+      this.codes32 = asWords32(this.codeBytes);
+    } else if (this.mechanism === "madlib") {
+      this.dim = manifest.dim;
+      const raw = files["vectors.bin"];
+      if (raw.length !== this.size * this.dim * 4) throw new Error("artefact: vectors.bin size");
+      const dv = new DataView(raw.buffer, raw.byteOffset, raw.byteLength);
+      this.vectors = new Float32Array(this.size * this.dim);
+      for (let i = 0; i < this.vectors.length; i++) this.vectors[i] = dv.getFloat32(i * 4, true); // little-endian
+    } else {
+      throw new Error(`artefact: unknown mechanism ${this.mechanism}`);
+    }
+  }
+
+  get size() {
+    return this.words.length;
+  }
+
+  /** Vocabulary id of a token (case folded for a lower-case vocabulary), -1 when absent. */
+  lookup(token) {
+    const id = this.index.get(this.foldCase ? token.toLowerCase() : token);
+    return id === undefined ? -1 : id;
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// The privatizer
+// ---------------------------------------------------------------------------------------
+
+function toBase64(bytes) {
+  let s = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) s += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(s);
+}
+
+/**
+ * Privatize texts on the device.
+ *
+ * options: epsilon (required); mode "local" (decode here; nothing is sent) or "split"
+ * (only noisy codes/vectors go to decodeUrl, shuffled and padded to a multiple of padTo
+ * with noisy codes of random words); oov "random" (default: a uniformly random vocabulary
+ * word, then privatized) or "drop"; case "sentence" (default) or "lower"; artefactId and
+ * headers for split mode; fetch (default globalThis.fetch).
+ */
+export class Privatizer {
+  constructor(artefact, { epsilon, mode = "local", decodeUrl = "/v1/decode", artefactId, padTo = 16, oov = "random", case: caseMode = "sentence", headers = {}, fetch: fetchFn } = {}) {
+    if (!(artefact instanceof Artefact)) throw new TypeError("artefact: an Artefact (loadArtefact)");
+    if (mode !== "local" && mode !== "split") throw new RangeError("mode: 'local' or 'split'");
+    if (oov !== "random") throw new RangeError("oov: 'random' (the only private policy on the device)");
+    this.artefact = artefact;
+    this.epsilon = checkEpsilon(epsilon);
+    this.mode = mode;
+    this.decodeUrl = decodeUrl;
+    this.artefactId = artefactId ?? artefact.manifest.id;
+    this.padTo = Math.max(1, padTo | 0);
+    this.caseMode = caseMode;
+    this.headers = headers;
+    this.fetch = fetchFn ?? ((...a) => globalThis.fetch(...a));
+  }
+
+  /** Ids after the OOV policy: known tokens keep theirs, unknown ones get a uniformly random id. */
+  inputIds(tokens) {
+    const ids = tokens.map((t) => this.artefact.lookup(t));
+    return { ids: ids.map((id) => (id >= 0 ? id : randomInt(this.artefact.size))), oov: ids.filter((i) => i < 0).length, known: ids };
+  }
+
+  /** The noisy payload of each id: packed codes (brr) or float32 vectors (madlib). */
+  perturb(ids) {
+    const a = this.artefact;
+    if (a.mechanism === "brr") {
+      const nb = a.bits / 8;
+      const codes = new Uint8Array(ids.length * nb);
+      ids.forEach((id, r) => codes.set(a.codeBytes.subarray(id * nb, (id + 1) * nb), r * nb));
+      return randomizedResponse(codes, a.bits, this.epsilon);
+    }
+    const d = a.dim;
+    const noise = laplaceNoise(ids.length, d, this.epsilon);
+    const out = new Float32Array(ids.length * d);
+    for (let r = 0; r < ids.length; r++) {
+      for (let k = 0; k < d; k++) out[r * d + k] = noise[r * d + k] + a.vectors[ids[r] * d + k];
+    }
+    return out;
+  }
+
+  /** Decode noisy payloads here. */
+  decodeLocal(noisy) {
+    const a = this.artefact;
+    return a.mechanism === "brr" ? decodeHamming(a.codes32, noisy, a.bits) : decodeNearest(a.vectors, noisy, a.dim);
+  }
+
+  /** Decode noisy payloads on the server (POST decodeUrl): shuffled, padded; never a word. */
+  async decodeRemote(noisy) {
+    const a = this.artefact;
+    const row = a.mechanism === "brr" ? a.bits / 8 : a.dim * 4;
+    const bytes = new Uint8Array(noisy.buffer, noisy.byteOffset, noisy.byteLength);
+    const n = bytes.length / row;
+    const total = Math.max(this.padTo, Math.ceil(n / this.padTo) * this.padTo);
+    const pad = [];
+    for (let i = n; i < total; i++) pad.push(randomInt(a.size));
+    const padBytes = pad.length ? this.perturb(pad) : new Uint8Array(0);
+    const all = new Uint8Array(total * row);
+    all.set(bytes, 0);
+    all.set(new Uint8Array(padBytes.buffer, padBytes.byteOffset, padBytes.byteLength), n * row);
+    const order = Array.from({ length: total }, (_, i) => i); // Fisher-Yates: positions hide which rows are real
+    for (let i = total - 1; i > 0; i--) {
+      const j = randomInt(i + 1);
+      [order[i], order[j]] = [order[j], order[i]];
+    }
+    const sent = new Uint8Array(total * row);
+    order.forEach((src, dst) => sent.set(all.subarray(src * row, (src + 1) * row), dst * row));
+    const key = a.mechanism === "brr" ? "codes" : "vectors";
+    const res = await this.fetch(this.decodeUrl, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...this.headers },
+      body: JSON.stringify({ artefact: this.artefactId, [key]: toBase64(sent) }),
+    });
+    if (!res.ok) throw new Error(`decode: HTTP ${res.status}`);
+    const got = (await res.json()).ids;
+    const out = new Array(n);
+    order.forEach((src, dst) => {
+      if (src < n) out[src] = got[dst];
+    });
+    return out;
+  }
+
+  /** Privatize one text: {text, tokens, oov, changed}. */
+  async privatize(text) {
+    const [r] = await this.privatizeBatch([text]);
+    return r;
+  }
+
+  /** Privatize texts (all tokens perturbed and decoded in one batch). */
+  async privatizeBatch(texts) {
+    const parts = texts.map(split);
+    const tokens = parts.flatMap((p) => p.filter((_, i) => i % 2 === 1));
+    const { ids, known } = this.inputIds(tokens);
+    const noisy = this.perturb(ids);
+    const out = ids.length === 0 ? [] : this.mode === "local" ? this.decodeLocal(noisy) : await this.decodeRemote(noisy);
+    const result = [];
+    let k = 0;
+    for (const p of parts) {
+      const n = (p.length - 1) / 2;
+      const outWords = out.slice(k, k + n).map((id) => this.artefact.words[id]);
+      const changed = known.slice(k, k + n).filter((id, j) => id >= 0 && out[k + j] !== id).length;
+      const oovHere = known.slice(k, k + n).filter((id) => id < 0).length;
+      result.push({ text: render(p, outWords, { caseMode: this.caseMode, foldCase: this.artefact.foldCase }), tokens: n, oov: oovHere, changed });
+      k += n;
+    }
+    return result;
+  }
+}

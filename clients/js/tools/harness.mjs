@@ -1,0 +1,65 @@
+// A JSON-lines harness for the Python parity tests (tests/test_js_*.py): one request per
+// stdin line, one answer per stdout line. Not part of the client's API.
+import { readFile } from "node:fs/promises";
+import path from "node:path";
+import { createInterface } from "node:readline";
+import {
+  decodeHamming,
+  decodeNearest,
+  hammingTies,
+  laplaceNoise,
+  loadArtefact,
+  randomizedResponse,
+  render,
+  split,
+} from "../src/deniable.js";
+
+const cache = new Map();
+async function artefact(dir) {
+  if (!cache.has(dir)) cache.set(dir, await loadArtefact((n) => readFile(path.join(dir, n))));
+  return cache.get(dir);
+}
+const b64 = (bytes) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("base64");
+const unb64 = (s) => new Uint8Array(Buffer.from(s, "base64"));
+
+const ops = {
+  split: (r) => ({ parts: r.texts.map(split) }),
+  lower: (r) => ({ lower: r.tokens.map((t) => t.toLowerCase()) }),
+  // texts from split parts and one output word per token (render's sentence case)
+  render: (r) => ({
+    texts: r.parts.map((p, t) => render(p, r.words.slice(r.offsets[t], r.offsets[t + 1]), { caseMode: "sentence" })),
+  }),
+  // noisy codes of ids (repeated `draws` times each), base64
+  brr_noisy: async (r) => {
+    const a = await artefact(r.artefact);
+    const nb = a.bits / 8;
+    const codes = new Uint8Array(r.ids.length * r.draws * nb);
+    let k = 0;
+    for (const id of r.ids) for (let t = 0; t < r.draws; t++) codes.set(a.codeBytes.subarray(id * nb, (id + 1) * nb), nb * k++);
+    return { codes: b64(randomizedResponse(codes, a.bits, r.epsilon)) };
+  },
+  laplace: (r) => ({ noise: b64(laplaceNoise(r.count, r.dim, r.epsilon)) }),
+  brr_ties: async (r) => {
+    const a = await artefact(r.artefact);
+    return hammingTies(a.codes32, unb64(r.codes), a.bits);
+  },
+  brr_decode: async (r) => {
+    const a = await artefact(r.artefact);
+    return { ids: decodeHamming(a.codes32, unb64(r.codes), a.bits) };
+  },
+  madlib_decode: async (r) => {
+    const a = await artefact(r.artefact);
+    const q = unb64(r.vectors);
+    return { ids: decodeNearest(a.vectors, new Float32Array(q.buffer, q.byteOffset, q.length / 4), a.dim) };
+  },
+};
+
+for await (const line of createInterface({ input: process.stdin })) {
+  if (!line.trim()) continue;
+  const req = JSON.parse(line);
+  try {
+    process.stdout.write(JSON.stringify(await ops[req.op](req)) + "\n");
+  } catch (e) {
+    process.stdout.write(JSON.stringify({ error: String(e) }) + "\n");
+  }
+}

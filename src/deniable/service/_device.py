@@ -1,0 +1,180 @@
+"""The service's side of privatizing on the device (clients/js, docs/device.md).
+
+:func:`install_device_routes` adds to the application:
+
+- ``GET /v1/device``: the web artefacts this service offers (one per offered ``brr`` /
+  ``madlib`` code book or vector set), each with its content address and fixed URL;
+- ``GET /v1/device/{id}/{file}``: the files of :func:`deniable.binarize.device.web_artefact`,
+  the same bytes ``deniable export-device --format web`` writes, with immutable cache
+  headers (the URL is the content address: a new artefact gets a new id);
+- ``GET /v1/device/client/{file}``: the JavaScript client (``deniable.js``, ``unicode.js``,
+  the ``.d.ts``);
+- ``POST /v1/decode``: split mode. The device sends only noisy codes (BRR) or noisy float32
+  vectors (madlib), base64, never a word; the service decodes them through the offered
+  mechanism's own decoder (``HammingDecoder.decode``, ``MultivariateLaplace.decode``: the
+  same code the Python mechanisms use) and returns word ids and words. Decoding is
+  post-processing of an already private value: no privacy cost. Nothing is logged.
+
+A device downloads an artefact whole; no route serves a part of one (a per-word fetch
+would reveal the word).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import threading
+from importlib.resources import files as package_files
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+__all__ = ["CLIENT_FILES", "DECODE_PATH", "install_device_routes"]
+
+DECODE_PATH = "/v1/decode"
+#: The client's files served at /v1/device/client/<name> (from clients/js/src, shipped with the package).
+CLIENT_FILES = {"deniable.js": "text/javascript", "unicode.js": "text/javascript", "deniable.d.ts": "text/plain"}
+_IMMUTABLE = "public, max-age=31536000, immutable"
+
+
+class _Artefacts:
+    """The web artefacts of the offered mechanisms, built once on first request (public data only)."""
+
+    def __init__(self, state: Any) -> None:
+        self.state = state
+        self.lock = threading.Lock()
+        self.by_id: dict[str, tuple[Any, dict[str, bytes]]] | None = None
+
+    def get(self) -> dict[str, tuple[Any, dict[str, bytes]]]:
+        if self.by_id is None:
+            from ..binarize.device import web_artefact_id, web_artefact_of
+
+            with self.lock:
+                if self.by_id is None:
+                    found: dict[str, tuple[Any, dict[str, bytes]]] = {}
+                    seen: set[tuple[Any, ...]] = set()
+                    for mech, _ in self.state.mechanisms.values():
+                        if mech.name not in ("brr", "madlib"):
+                            continue
+                        # one artefact per code book / vector set (every epsilon shares it)
+                        key = (mech.name, id(mech.embedding), *(getattr(mech, a, None) for a in ("bits", "binarizer", "seed")))
+                        if key in seen:
+                            continue
+                        seen.add(key)
+                        files = web_artefact_of(mech)
+                        found.setdefault(web_artefact_id(files), (mech, files))
+                    self.by_id = found
+        return self.by_id
+
+
+def install_device_routes(app: FastAPI, state: Any) -> None:
+    """Add the device routes (see the module docstring) to ``app``, built by ``create_app``."""
+    import anyio
+    from fastapi import HTTPException, Request
+    from fastapi.responses import JSONResponse, Response
+
+    from .._random import secure_generator
+
+    artefacts = _Artefacts(state)
+
+    def error(status: int, loc: str, msg: str, kind: str) -> HTTPException:
+        return HTTPException(status, [{"loc": ["body", loc], "msg": msg, "type": kind}])
+
+    def ready() -> dict[str, tuple[Any, dict[str, bytes]]]:
+        if not state.ready.is_set():
+            raise HTTPException(503, [{"loc": ["server"], "msg": "not ready", "type": "not_ready"}], {"Retry-After": "5"})
+        return artefacts.get()
+
+    @app.get("/v1/device", tags=["device"])
+    def device_index() -> JSONResponse:
+        """The web artefacts offered for on-device privatization, and the client's URL."""
+        import json
+
+        out = []
+        for aid, (mech, files) in ready().items():
+            manifest = json.loads(files["manifest.json"])
+            out.append(
+                {
+                    "id": aid,
+                    "mechanism": mech.name,
+                    "url": f"/v1/device/{aid}/",
+                    "vocab_size": manifest["vocab_size"],
+                    "bytes": sum(len(b) for b in files.values()),
+                }
+            )
+        body = {"artefacts": out, "client": "/v1/device/client/deniable.js", "decode": DECODE_PATH}
+        return JSONResponse(body, headers={"Cache-Control": "no-cache"})
+
+    @app.get("/v1/device/client/{name}", tags=["device"], include_in_schema=False)
+    def client_file(name: str) -> Response:
+        if name not in CLIENT_FILES:
+            raise HTTPException(404, [{"loc": ["path"], "msg": "no such file", "type": "not_found"}])
+        data = package_files(__package__).joinpath("static", "client", name).read_bytes()
+        return Response(data, media_type=CLIENT_FILES[name], headers={"Cache-Control": "no-cache"})
+
+    @app.get("/v1/device/{artefact}/{name}", tags=["device"])
+    def artefact_file(artefact: str, name: str) -> Response:
+        """One whole file of a web artefact: the bytes `export-device --format web` writes, cached forever."""
+        found = ready().get(artefact)
+        if found is None or name not in found[1]:
+            raise HTTPException(404, [{"loc": ["path"], "msg": "no such artefact file", "type": "not_found"}])
+        kind = "application/json" if name.endswith(".json") else "application/octet-stream"
+        if name.endswith(".txt"):
+            kind = "text/plain; charset=utf-8"
+        return Response(found[1][name], media_type=kind, headers={"Cache-Control": _IMMUTABLE, "ETag": f'"{artefact}"'})
+
+    @app.post(DECODE_PATH, tags=["device"])
+    async def decode(request: Request) -> JSONResponse:
+        """Split mode: decode noisy codes (brr) or noisy float32 vectors (madlib) to words; never receives a word.
+
+        Body: ``{"artefact": id, "codes": base64}`` (packed codes, ``bits / 8`` bytes each) or
+        ``{"artefact": id, "vectors": base64}`` (float32 little-endian, ``dim`` each).
+        Answer: ``{"ids": [...], "words": [...]}``, one per row.
+        """
+        try:
+            body = await request.json()
+        except ValueError:
+            raise error(422, "body", "not valid JSON", "json_invalid") from None
+        if not isinstance(body, dict) or set(body) - {"artefact", "codes", "vectors"}:
+            raise error(422, "body", "an object with artefact and codes or vectors", "invalid")
+        found = ready().get(body.get("artefact")) if isinstance(body.get("artefact"), str) else None
+        if found is None:
+            raise error(422, "artefact", "not an offered artefact (see /v1/device)", "not_offered")
+        mech = found[0]
+        field = "codes" if mech.name == "brr" else "vectors"
+        raw = body.get(field)
+        if not isinstance(raw, str) or (set(body) & {"codes", "vectors"}) != {field}:
+            raise error(422, field, f"base64 {field} for this artefact", "invalid")
+        try:
+            data = base64.b64decode(raw, validate=True)
+        except (binascii.Error, ValueError):
+            raise error(422, field, "not base64", "invalid") from None
+        if mech.name == "brr":
+            row = int(mech.bits) // 8
+            rows = np.frombuffer(data, dtype=np.uint8)
+        else:
+            row = int(mech.embedding.dim) * 4
+            rows = np.frombuffer(data, dtype="<f4")
+        if not data or len(data) % row:
+            raise error(422, field, f"a whole number (>= 1) of rows of {row} bytes", "invalid")
+        n = len(data) // row
+        if n > state.config.max_tokens:
+            raise error(413, field, f"more than {state.config.max_tokens:,} rows in one request", "too_many_tokens")
+        if mech.name == "brr":
+            noisy = rows.reshape(n, row)
+        else:
+            noisy = rows.reshape(n, -1).astype(np.float32)
+            if not np.isfinite(noisy).all():
+                raise error(422, field, "finite numbers", "invalid")
+
+        def work() -> np.ndarray:
+            if mech.name == "brr":
+                return mech.decoder.decode(noisy, secure_generator())  # type: ignore[no-any-return]
+            return mech.decode(noisy)  # type: ignore[no-any-return]
+
+        ids = await anyio.to_thread.run_sync(work)
+        id_list = [int(i) for i in ids]
+        return JSONResponse({"ids": id_list, "words": mech.embedding.words(ids)})
