@@ -472,6 +472,7 @@ def create_app(
             ],
         )
 
+    __import__(f"{__name__}._device", fromlist=["_"]).install_device_routes(app, state)  # on-device: docs/device.md
     return app
 
 
