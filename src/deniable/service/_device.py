@@ -28,6 +28,7 @@ from importlib.resources import files as package_files
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from fastapi import Request  # this module is imported by create_app only (the 'serve' extra is there)
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -73,7 +74,7 @@ class _Artefacts:
 def install_device_routes(app: FastAPI, state: Any) -> None:
     """Add the device routes (see the module docstring) to ``app``, built by ``create_app``."""
     import anyio
-    from fastapi import HTTPException, Request
+    from fastapi import HTTPException
     from fastapi.responses import JSONResponse, Response
 
     from .._random import secure_generator

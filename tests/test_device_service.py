@@ -1,0 +1,127 @@
+"""The service's device routes: the artefact files (the bytes of `export-device --format web`),
+the client's files, and split mode's POST /v1/decode (never a word in, validation by field)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("fastapi")
+from _device_helpers import VOCAB, b64, export, mechanisms, small_embedding  # noqa: E402
+from fastapi.testclient import TestClient  # noqa: E402
+
+from deniable.service import create_app, load_config  # noqa: E402
+
+OFFER = {
+    "brr": {"epsilons": [1, 3], "options": {"bits": 256, "binarizer": "simhash"}},
+    "madlib": {"epsilons": [5, 10], "options": {"index": "exact"}},
+}
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[TestClient]:
+    mechanisms()  # the codes trained once, in this process's cache
+    with TestClient(create_app(small_embedding(), load_config(environ={}, mechanisms=OFFER))) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def index(client: TestClient) -> dict[str, dict]:
+    r = client.get("/v1/device")
+    assert r.status_code == 200 and r.headers["cache-control"] == "no-cache"
+    body = r.json()
+    assert body["client"] == "/v1/device/client/deniable.js" and body["decode"] == "/v1/decode"
+    return {a["mechanism"]: a for a in body["artefacts"]}
+
+
+def test_one_artefact_per_code_book(index: dict[str, dict]) -> None:
+    assert set(index) == {"brr", "madlib"}  # two epsilons each, one artefact each
+    assert index["brr"]["vocab_size"] == VOCAB
+
+
+def test_served_bytes_are_the_exported_bytes(client: TestClient, index: dict[str, dict], tmp_path: Path) -> None:
+    folders = export(tmp_path)
+    for name, art in index.items():
+        manifest = client.get(art["url"] + "manifest.json")
+        assert manifest.status_code == 200
+        assert "immutable" in manifest.headers["cache-control"] and "max-age=31536000" in manifest.headers["cache-control"]
+        assert manifest.content == (folders[name] / "manifest.json").read_bytes()
+        assert hashlib.sha256(manifest.content).hexdigest()[:16] == art["id"]
+        for file, spec in json.loads(manifest.content)["files"].items():
+            got = client.get(art["url"] + file)
+            assert got.content == (folders[name] / file).read_bytes()
+            assert hashlib.sha256(got.content).hexdigest() == spec["sha256"]
+        assert client.get(art["url"] + "nothing.bin").status_code == 404
+    assert client.get("/v1/device/0123456789abcdef/manifest.json").status_code == 404
+
+
+def test_the_client_is_served(client: TestClient) -> None:
+    root = Path(__file__).resolve().parents[1] / "clients" / "js" / "src"
+    for name in ("deniable.js", "unicode.js"):
+        r = client.get(f"/v1/device/client/{name}")
+        assert r.status_code == 200 and r.content == (root / name).read_bytes()
+        assert r.headers["content-type"].startswith("text/javascript")
+    assert client.get("/v1/device/client/../../__init__.py").status_code == 404
+    assert client.get("/v1/device/client/other.js").status_code == 404
+
+
+def test_decode_brr_and_madlib(client: TestClient, index: dict[str, dict]) -> None:
+    mechs = mechanisms()
+    emb = small_embedding()
+    ids = np.array([emb.index_of[w] for w in ("hockey", "game", "great", "the")])
+    codes = mechs["brr"].codes[ids]
+    r = client.post("/v1/decode", json={"artefact": index["brr"]["id"], "codes": b64(codes)})
+    assert r.status_code == 200, r.text[:300]
+    assert r.json()["ids"] == ids.tolist() and r.json()["words"] == ["hockey", "game", "great", "the"]
+    vec = np.asarray(emb.vectors[ids], dtype="<f4")
+    r = client.post("/v1/decode", json={"artefact": index["madlib"]["id"], "vectors": b64(vec)})
+    assert r.status_code == 200 and r.json()["ids"] == ids.tolist()
+
+
+@pytest.mark.parametrize(
+    ("body", "loc", "status"),
+    [
+        ({"artefact": "nope", "codes": ""}, "artefact", 422),
+        ({"artefact": "BRR", "codes": "%%%"}, "codes", 422),
+        ({"artefact": "BRR", "codes": base64.b64encode(b"abc").decode()}, "codes", 422),
+        ({"artefact": "BRR", "vectors": "AAAA"}, "codes", 422),
+        ({"artefact": "BRR", "codes": "", "texts": ["hockey"]}, "body", 422),
+        ({"artefact": "MADLIB", "vectors": b64(np.full((1, 50), np.nan, dtype="<f4"))}, "vectors", 422),
+        ([1, 2], "body", 422),
+    ],
+)
+def test_decode_refuses_bad_input_by_field(
+    client: TestClient, index: dict[str, dict], body: object, loc: str, status: int
+) -> None:
+    if isinstance(body, dict) and body.get("artefact") in ("BRR", "MADLIB"):
+        body = {**body, "artefact": index[str(body["artefact"]).lower()]["id"]}
+    r = client.post("/v1/decode", json=body)
+    assert r.status_code == status, r.text[:300]
+    assert r.json()["detail"][0]["loc"][-1] == loc
+    assert "hockey" not in r.text
+
+
+def test_decode_refuses_more_rows_than_max_tokens(client: TestClient, index: dict[str, dict]) -> None:
+    n = client.app.state.deniable.config.max_tokens + 1  # type: ignore[attr-defined]
+    r = client.post("/v1/decode", json={"artefact": index["brr"]["id"], "codes": b64(np.zeros((n, 32), np.uint8))})
+    assert r.status_code == 413, r.text[:300]
+
+
+def test_decode_is_not_json(client: TestClient) -> None:
+    r = client.post("/v1/decode", content=b"{not json", headers={"content-type": "application/json"})
+    assert r.status_code == 422
+
+
+def test_not_ready_is_503() -> None:
+    app = create_app(small_embedding(), load_config(environ={}, mechanisms=OFFER), background=True)
+    app.state.deniable.ready.clear()
+    with TestClient(app) as c:
+        app.state.deniable.ready.clear()
+        assert c.get("/v1/device").status_code == 503
+        assert c.post("/v1/decode", json={"artefact": "x", "codes": ""}).status_code == 503
