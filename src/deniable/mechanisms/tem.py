@@ -61,6 +61,7 @@ from ..embedding import Embedding, Vocabulary
 from ..metrics import check_metric
 from ._tem_far import FAR_KIND, FAR_METRICS, PreparedFar, far_artefact_params
 from ._tem_geometry import TEM_METRICS, Geometry, TemDistributions, tem_distributions
+from ._tem_oblivious import oblivious_rounds, privatize_oblivious
 from ._tem_store import KNN_KIND, PreparedKnn, Table, TableStore, _touch_pages, knn_entry
 from .base import Mechanism
 from .registry import Option
@@ -275,6 +276,8 @@ class _Prepared:
         self.far: PreparedFar | None = None
         self.layout_rows: npt.NDArray[np.int32] | None = None
         self.layouts: npt.NDArray[np.float64] | None = None
+        #: the history-free (data-oblivious) sampler's plan: (proposals per token, far bounds used)
+        self.rounds: tuple[int, bool] | None = None
 
 
 def theorem3_gamma(epsilon: float, beta: float, vocab_size: int) -> float:
@@ -631,6 +634,8 @@ class TruncatedExponential(Mechanism):
                             if self.history_free:  # read now: which rows a batch reads is then not timed
                                 _touch_pages(holder.layouts)
                 holder.loaded = True
+        if self.history_free:  # the oblivious sampler's proposals per token (public; once, at open)
+            oblivious_rounds(self)
         return holder.knn
 
     def _totals_params(self, far: bool | None = None) -> dict[str, object]:
@@ -719,6 +724,7 @@ class TruncatedExponential(Mechanism):
             )
             with self._prepared.lock:
                 self._prepared.loaded = False  # pick the new tables up
+                self._prepared.rounds = None
             return {"words": float(v), "built": float(v), "disk_bytes": float(info.disk_bytes)}
         if self.history_free:
             raise InvalidParameterError(
@@ -762,6 +768,8 @@ class TruncatedExponential(Mechanism):
 
     # -- sampling ------------------------------------------------------------------------
     def _privatize(self, flat: npt.NDArray[np.int64], rng: np.random.Generator) -> npt.NDArray[np.int64]:
+        if self.history_free:  # time a function of the token count and the configuration only
+            return privatize_oblivious(self, flat, rng)
         totals = self._token_totals(flat)
         if totals is None:
             return self._privatize_general(flat, rng)
