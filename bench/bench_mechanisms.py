@@ -39,6 +39,8 @@ CONFIGS: dict[str, tuple[str, dict[str, object], bool]] = {
     "santext": ("santext", {}, True),
     "santext_plus": ("santext_plus", {}, True),
     "truncated_gumbel": ("truncated_gumbel", {}, False),
+    "diffractor (geometric)": ("diffractor", {}, False),
+    "diffractor (tem, gamma 5)": ("diffractor", {"noise": "tem", "gamma": 5.0}, False),
 }
 
 

@@ -381,12 +381,14 @@ def planned_artefacts(
     the ones it knows.
     """
     from .mechanisms import mechanism_class
-    from .metrics import check_metric
+    from .metrics import METRICS, check_metric
 
     names = [mechanisms] if isinstance(mechanisms, str) else list(mechanisms)
     for name in names:
         mechanism_class(name)  # an unknown name is an InvalidParameterError naming the registered ones
-    options = {**(options or {}), "metric": check_metric(metric)}
+    # a mechanism whose guarantee has a metric of its own (diffractor: list positions) accepts it too
+    own = tuple(m for n in names if isinstance(m := getattr(mechanism_class(n), "metric", None), str))
+    options = {**(options or {}), "metric": check_metric(metric, (*METRICS, *own))}
     out: list[tuple[str, dict[str, Any]]] = []
     for name in names:
         # capability: a mechanism class that reads prepared artefacts lists them
@@ -451,7 +453,7 @@ def prepare(
 def _register_builtin() -> None:
     from . import binarize
     from .index import binary, faiss_index, tuned
-    from .mechanisms import _tem_far, _tem_store, tem
+    from .mechanisms import _tem_far, _tem_store, diffractor, tem
 
     register_kind(_tem_store.KNN_KIND, _tem_store.build_knn_artefact)
     register_kind(tem.TOTALS_KIND, tem.build_totals_artefact, tem.totals_stale)
@@ -460,6 +462,7 @@ def _register_builtin() -> None:
     register_kind(binarize.CODES_KIND, binarize.build_codes_artefact)
     register_kind(binary.BINARY_HNSW_KIND, binary.build_binary_hnsw_artefact)
     register_kind(tuned.DECODE_CHOICE_KIND, tuned.build_decode_choice_artefact)
+    register_kind(diffractor.LIST_KIND, diffractor.build_list_artefact)
 
 
 _register_builtin()

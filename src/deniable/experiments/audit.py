@@ -288,13 +288,24 @@ def _row(mech: Mechanism, w: int, w2: int, kind: str, eps: float) -> dict[str, A
 def _exact(mech: Mechanism, directed: list[Pair], eps: float) -> list[dict[str, Any]]:
     cache: dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
 
+    # capability: log_distribution(w) -> (distinct ids, log-probabilities), for laws whose
+    # probabilities underflow float64 far from w (diffractor on a large vocabulary)
+    log_law = getattr(mech, "log_distribution", None)
+
     def dist(w: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """Distinct output ids and their log-probabilities (-inf: impossible)."""
         if w not in cache:
+            if callable(log_law):
+                ids, logp = log_law(w)
+                order = np.argsort(np.asarray(ids, dtype=np.int64), kind="stable")
+                cache[w] = np.asarray(ids, dtype=np.int64)[order], np.asarray(logp, dtype=np.float64)[order]
+                return cache[w]
             ids, probs = mech.distribution(w)
             ids = np.asarray(ids, dtype=np.int64)
             uniq, inv = np.unique(ids, return_inverse=True)
             mass = np.bincount(inv.ravel(), weights=np.asarray(probs, dtype=np.float64), minlength=uniq.size)
-            cache[w] = uniq.astype(np.int64), mass.astype(np.float64)
+            with np.errstate(divide="ignore"):
+                cache[w] = uniq.astype(np.int64), np.log(mass.astype(np.float64))
         return cache[w]
 
     rows = []
@@ -302,15 +313,14 @@ def _exact(mech: Mechanism, directed: list[Pair], eps: float) -> list[dict[str, 
         row = _row(mech, w, w2, kind, eps)
         ids1, p1 = dist(w)
         ids2, p2 = dist(w2)
-        q = np.zeros(ids1.size)
+        q = np.full(ids1.size, -np.inf)
         pos = np.searchsorted(ids2, ids1)
         pos_ok = pos < ids2.size
         hit = np.zeros(ids1.size, dtype=bool)
         hit[pos_ok] = ids2[pos[pos_ok]] == ids1[pos_ok]
         q[hit] = p2[pos[hit]]
-        live = p1 > 0
-        with np.errstate(divide="ignore"):
-            lr = np.where(q[live] > 0, np.log(p1[live]) - np.log(q[live]), np.inf)
+        live = p1 > -np.inf
+        lr = np.where(q[live] > -np.inf, p1[live] - q[live], np.inf)
         worst = float(lr.max()) if lr.size else -math.inf
         row["log_ratio"] = worst
         row["estimate"] = worst

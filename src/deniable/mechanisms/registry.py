@@ -339,6 +339,7 @@ def _register_builtins() -> None:
     register("custext", "deniable.mechanisms.custext:CusText")
     register("custext_plus", "deniable.mechanisms.custext:CusTextPlus")
     register("truncated_gumbel", "deniable.mechanisms.truncated_gumbel:TruncatedGumbel")
+    register("diffractor", "deniable.mechanisms.diffractor:Diffractor")
 
 
 _register_builtins()
