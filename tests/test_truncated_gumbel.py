@@ -44,9 +44,35 @@ def full(mech: TruncatedGumbel, w: int) -> np.ndarray:
 
 
 # -- options and validation ------------------------------------------------------------------------
+def test_history_free_searches_every_token_and_draws_the_same() -> None:
+    # history_free: no dedup by distinct word (time counts tokens, not distinct words); the
+    # draws are the same as the deduplicated path's, given the same random stream
+    emb = normal_embedding(n=40)
+    batch = np.array([3, 3, 3, 7, 3, 11, 7] * 50)
+    fast, free = build(emb, 2.0), build(emb, 2.0, history_free=True)
+    searched: list[int] = []
+    original = TruncatedGumbel.neighbours
+
+    def counting(self: TruncatedGumbel, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        searched.append(int(ids.size))
+        return original(self, ids, k)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(TruncatedGumbel, "neighbours", counting)
+        y_fast = fast.privatize(batch, np.random.default_rng(4))
+        assert searched == [3]
+        searched.clear()
+        y_free = free.privatize(batch, np.random.default_rng(4))
+        assert searched == [batch.size]
+    assert np.array_equal(y_fast, y_free)
+
+
 def test_options_are_declared_and_validated() -> None:
-    assert [o.name for o in options_of("truncated_gumbel")] == ["batch_size"]
+    assert [o.name for o in options_of("truncated_gumbel")] == ["batch_size", "history_free"]
     emb = normal_embedding()
+    with pytest.raises(InvalidParameterError, match="history_free"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", NotPrivateWarning)
+        TruncatedGumbel(emb, 1.0, history_free="yes")  # type: ignore[arg-type]
     with pytest.raises(InvalidParameterError, match="batch_size"):
         make_mechanism("truncated_gumbel", emb, 1.0, batch_size=0)
     with pytest.raises(InvalidParameterError, match="epsilon"):

@@ -251,6 +251,12 @@ class TruncatedGumbel(Mechanism):
         level: no epsilon makes the mechanism ``epsilon * d``-private.
     batch_size
         Tokens per block of the batched sampler (bounds memory).
+    history_free
+        Time a function of the token count only (the service's mode): every token's
+        neighbours are searched, with no dedup by distinct word. The default (False) searches
+        once per distinct word of a block: faster on repetitive text, but a call's time then
+        tells how many distinct words it had (issue 27: 6.8 vs 1,491 ms for 2,000 tokens of
+        one word vs 2,000 distinct words).
 
     The inter-word distances, the noise scale, the k law and the faiss index are built on first
     use. An epsilon for which the reference formula gives no positive noise scale is an error
@@ -266,9 +272,17 @@ class TruncatedGumbel(Mechanism):
     embedding: Embedding
     epsilon: float
     batch_size: int = 65536
+    history_free: bool = False
 
     options: ClassVar[tuple[Option, ...]] = (
         Option("batch_size", int, 65536, low=1, cli=False, help="tokens per block of the batched sampler"),
+        Option(
+            "history_free",
+            bool,
+            False,
+            cli=False,
+            help="no dedup by distinct word: time a function of the token count only (the service's mode)",
+        ),
     )
 
     def __post_init__(self) -> None:
@@ -276,6 +290,8 @@ class TruncatedGumbel(Mechanism):
             raise InvalidParameterError("embedding", type(self.embedding).__name__, "a deniable.Embedding")
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "batch_size", check_int("batch_size", self.batch_size, minimum=1))
+        if not isinstance(self.history_free, bool):
+            raise InvalidParameterError("history_free", self.history_free, "True or False")
         if self.embedding.size < 2:
             raise InvalidParameterError("embedding", f"{self.embedding.size} word(s)", "at least two words")
         _ = self.embedding.vectors  # a code-only artefact has none and says so here
@@ -363,7 +379,10 @@ class TruncatedGumbel(Mechanism):
             if kmax == 0:
                 out[s : s + n] = block
                 continue
-            uniq, inv = np.unique(block, return_inverse=True)
+            if self.history_free:  # every token searched: no dedup whose cost counts distinct words
+                uniq, inv = block, np.arange(n)
+            else:
+                uniq, inv = np.unique(block, return_inverse=True)
             nbr, dist = self.neighbours(uniq, kmax)
             noisy = dist[inv] + truncated_gumbel_noise(rng, b, bound, (n, kmax))
             noisy[np.arange(kmax)[None, :] >= k[:, None]] = np.inf
