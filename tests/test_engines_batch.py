@@ -48,17 +48,55 @@ def test_columns_mapping_and_pandas(emb_dir):
         batch({"a": ["x"]})
 
 
-def test_seeded_streams_per_partition(emb_dir):
+def test_seeded_streams_per_unit(emb_dir):
     with pytest.warns(NotPrivateWarning):
         batch = BatchPrivatizer(epsilon=1, embedding=str(emb_dir), columns=("t",), seed=7)
-    a = batch.generator(3).integers(0, 2**62, 4)
-    assert np.array_equal(a, batch.generator(3).integers(0, 2**62, 4))
-    assert not np.array_equal(a, batch.generator(4).integers(0, 2**62, 4))
+    a = batch.generator((3, 0, 10)).integers(0, 2**62, 4)
+    assert np.array_equal(a, batch.generator((3, 0, 10)).integers(0, 2**62, 4))
+    assert not np.array_equal(a, batch.generator((4, 0, 10)).integers(0, 2**62, 4))
     with pytest.raises(InvalidParameterError, match="seed"):
         batch.generator(None)
     with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        unseeded = BatchPrivatizer(epsilon=1, embedding=str(emb_dir))
-        assert not np.array_equal(
-            unseeded.generator(3).integers(0, 2**62, 4), unseeded.generator(3).integers(0, 2**62, 4)
-        )
+        warnings.simplefilter("ignore")
+        again = BatchPrivatizer(epsilon=1, embedding=str(emb_dir), columns=("t",), seed=7)
+    assert np.array_equal(a, again.generator((3, 0, 10)).integers(0, 2**62, 4))  # the seed makes the run key
+
+
+def test_a_run_is_keyed_and_runs_are_independent(emb_dir):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no seed, no warning
+        run = BatchPrivatizer(epsilon=1, embedding=str(emb_dir), columns=("t",))
+        other = BatchPrivatizer(epsilon=1, embedding=str(emb_dir), columns=("t",))
+    draw = run.generator((3, 0, 10)).integers(0, 2**62, 4)
+    assert np.array_equal(draw, run.generator((3, 0, 10)).integers(0, 2**62, 4))  # a recomputation
+    assert np.array_equal(draw, pickle.loads(pickle.dumps(run)).generator((3, 0, 10)).integers(0, 2**62, 4))
+    assert not np.array_equal(draw, other.generator((3, 0, 10)).integers(0, 2**62, 4))  # a new run
+    assert not np.array_equal(draw, run.generator((3, 10, 10)).integers(0, 2**62, 4))  # another batch
+    # no identity (Ray): fresh OS randomness every time
+    assert not np.array_equal(run.generator(None).integers(0, 2**62, 4), run.generator(None).integers(0, 2**62, 4))
+    assert run.run.hex() not in repr(run) and run.describe()["run_key_id"] == run.run.id
+
+
+def test_datasets_style_batches_reproduce_within_a_run(emb_dir):
+    texts = [f"the hockey game {i} was great" for i in range(40)]
+    run = BatchPrivatizer(epsilon=2, embedding=str(emb_dir), columns=("t",))
+    first = run({"t": texts[:20]}, list(range(20)))["t"] + run({"t": texts[20:]}, list(range(20, 40)))["t"]
+    again = run({"t": texts[:20]}, list(range(20)))["t"] + run({"t": texts[20:]}, list(range(20, 40)))["t"]
+    assert first == again
+    other = BatchPrivatizer(epsilon=2, embedding=str(emb_dir), columns=("t",))
+    fresh = other({"t": texts[:20]}, list(range(20)))["t"] + other({"t": texts[20:]}, list(range(20, 40)))["t"]
+    assert sum(a != b for a, b in zip(first, fresh, strict=True)) >= 20
+    # without indices there is no identity: fresh noise
+    assert run({"t": texts[:20]})["t"] != run({"t": texts[:20]})["t"]
+
+
+def test_run_key_can_be_exported_and_reused(emb_dir):
+    run = BatchPrivatizer(epsilon=2, embedding=str(emb_dir), columns=("t",))
+    again = BatchPrivatizer(epsilon=2, embedding=str(emb_dir), columns=("t",), run_key=run.run.hex())
+    texts = {"t": [f"nasa rocket launch number {i}" for i in range(30)]}
+    assert run(texts, list(range(30))) == again(texts, list(range(30)))
+    with pytest.raises(InvalidParameterError, match="run_key"):
+        BatchPrivatizer(epsilon=2, embedding=str(emb_dir), run_key="abc")
+    with pytest.raises(InvalidParameterError, match="run_key"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        BatchPrivatizer(epsilon=2, embedding=str(emb_dir), seed=1, run_key=run.run)

@@ -165,3 +165,60 @@ def test_embedding_shipped_with_addfile(spark, frame, rows, emb_dir, tmp_path):
         frame, ["review"], "madlib", 1e9, embedding="sparkfiles:shipped-embedding", case="keep", oov="keep"
     ).orderBy("id")
     assert [r.asDict() for r in out.collect()] == rows
+
+
+# ------------------------------------------------------------------ releases that do not multiply
+def test_recomputation_releases_the_same_text(frame, emb_dir):
+    """Two actions on one privatized DataFrame (over a shuffled frame) agree; a new run does not."""
+    import deniable.spark
+
+    out = deniable.spark.privatize(frame, ["review"], "madlib", 3.0, embedding=str(emb_dir))
+    first = {r.id: r.review for r in out.collect()}
+    again = {r.id: r.review for r in out.orderBy("id").collect()}
+    some = {r.id: r.review for r in out.filter("label = 1").collect()}
+    assert first == again and all(first[i] == t for i, t in some.items()) and len(some) == 1500
+    new = {
+        r.id: r.review
+        for r in deniable.spark.privatize(frame, ["review"], "madlib", 3.0, embedding=str(emb_dir)).collect()
+    }
+    assert sum(first[i] != new[i] for i in first) > 1000  # separate runs are independent
+
+
+def test_recomputation_without_shuffle_keeps_the_order(spark, rows, emb_dir):
+    import deniable.spark
+
+    df = spark.createDataFrame(rows[:600], "id long, review string, label long, score double")
+    out = deniable.spark.privatize(df, "review", "madlib", 3.0, embedding=str(emb_dir))
+    a, b = out.collect(), out.collect()
+    assert a == b and [r.id for r in a] == list(range(600))  # no shuffle: nothing re-sorted
+
+
+def test_cli_engine_spark_jsonl_keeps_nulls_and_spreads(spark, tmp_path, rows, emb_dir):
+    from deniable.cli import main
+
+    src = tmp_path / "in.jsonl"
+    with src.open("w") as f:
+        for r in rows[:400]:
+            f.write(json.dumps({**r, "review": None if r["id"] % 10 == 0 else r["review"]}) + "\n")
+    dst = tmp_path / "out"
+    with pytest.raises(SystemExit) as exc:
+        main(["privatize", str(src), "-o", str(dst), "-c", "review", "-e", "3", "--embedding", str(emb_dir),
+              "--engine", "spark", "-q"])  # fmt: skip
+    assert exc.value.code == 0
+    parts = sorted(dst.glob("part-*"))
+    assert len([p for p in parts if p.stat().st_size]) >= 2  # one input file, more than one task
+    back = [json.loads(line) for p in parts for line in p.read_text().splitlines()]
+    assert [r["id"] for r in back] == list(range(400))  # the input's order, across the part files
+    nulls = [r for r in back if r["id"] % 10 == 0]
+    assert nulls and all("review" in r and r["review"] is None for r in nulls)
+    m = json.loads((dst / "_MANIFEST.json").read_text())
+    assert m["release"]["records"] == 360 and m["release"]["run_key_id"] and m["release"]["input"].startswith("path:")
+
+
+def test_session_sets_the_worker_python(spark, monkeypatch):
+    from deniable.integrations.spark import session
+
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    monkeypatch.delenv("PYSPARK_DRIVER_PYTHON", raising=False)
+    session()
+    assert os.environ["PYSPARK_PYTHON"] == sys.executable == os.environ["PYSPARK_DRIVER_PYTHON"]

@@ -9,9 +9,11 @@ time, engine -- and never any text (nor a value derived from one text).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
+import threading
 import warnings
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -19,15 +21,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._errors import DataError, NotPrivateWarning
-from ._random import RandomState
+from ._random import RandomState, RunKey
 
 if TYPE_CHECKING:
     from .privatizer import Privatizer, PrivatizeStats
 
 __all__ = [
+    "LOAD_LOG_ENV",
     "MANIFEST_FOLDER_NAME",
     "MANIFEST_SUFFIX",
+    "cached_privatizer",
+    "clear_cache",
+    "input_id",
+    "load_count",
     "manifest_path",
+    "privatize",
     "privatize_file",
     "read_manifest",
     "run_manifest",
@@ -66,8 +74,17 @@ def run_manifest(
     format: str | None = None,
     seeded: bool = False,
     extra: Mapping[str, Any] | None = None,
+    run_key_id: str | None = None,
+    input: str | None = None,
 ) -> dict[str, Any]:
-    """The manifest of a run: parameters, fingerprints, policies and counts -- never text."""
+    """The manifest of a run: parameters, fingerprints, policies and counts -- never text.
+
+    ``release`` is the run's entry in a privacy ledger (``deniable inspect-manifest A B
+    ...`` sums them): the epsilon spent on every word of each record it covers, the
+    columns and the number of records, the input's public id (:func:`input_id`) and the
+    run key's public id (a recomputation of the same run has the same one and is not a
+    second release).
+    """
     from . import __version__
 
     mech = privatizer.mechanism
@@ -98,6 +115,15 @@ def run_manifest(
         # tokens changed or were out of vocabulary depends on the input beyond the guarantee, so it
         # is shown to the operator on stderr and never persisted beside a release
         "counts": {"texts": stats.texts, "tokens": stats.tokens},
+        "release": {
+            "input": input,
+            "columns": list(columns or []),
+            "records": stats.texts,
+            "epsilon_per_word": float(mech.epsilon),
+            "mechanism": mech.describe().get("mechanism", type(mech).__name__),
+            "metric": mech.describe().get("metric"),
+            "run_key_id": run_key_id,
+        },
         "started": started,
         "finished": finished,
     }
@@ -169,6 +195,8 @@ def privatize_file(
     manifest: bool = True,
     embedding: str | None = None,
     vocabulary: str | None = None,
+    run_key: RunKey | str | None = None,
+    input_label: str | None = None,
 ) -> PrivatizeStats:
     """Privatize the text of ``src`` (its ``columns``) into ``dst``; return the counts.
 
@@ -176,21 +204,34 @@ def privatize_file(
     manifest ``<dst>.manifest.json`` (not for ``dst="-"``, nor with ``manifest=False``).
     ``embedding`` and ``vocabulary`` only label the manifest (where the embedding came
     from); its fingerprint is always computed from the embedding itself.
+
+    Randomness: without ``random_state`` (and a Privatizer without one) each batch draws
+    from the stream of (the run key, its first value's position, its number of values):
+    ``run_key=None`` makes a fresh key from the OS (a new, independent run); passing the
+    same key (:meth:`RunKey.hex`) again over the SAME input with the same ``batch_size``
+    reproduces the same output (re-running a failed job releases nothing new).
+    ``input_label`` names the input in the manifest's ledger entry (:func:`input_id`).
     """
     from ._random import check_random_state
     from .io import detect_format, transform_file
     from .privatizer import PrivatizeStats
 
     fmt = detect_format(src, format)
+    key: RunKey | None = None
     if random_state is not None:
         rng = check_random_state(random_state, stacklevel=2)
     else:
         rng = None
+        if privatizer.random_state is None:
+            key = RunKey.check(run_key)
     started = now()
     totals = PrivatizeStats()
+    position = [0]
 
     def fn(texts: list[str]) -> list[str]:
-        out, stats = privatizer.privatize_batch_with_stats(texts, rng)
+        gen = rng if key is None else key.generator(0, position[0], len(texts))
+        position[0] += len(texts)
+        out, stats = privatizer.privatize_batch_with_stats(texts, gen)
         totals.__iadd__(stats)
         return out
 
@@ -208,6 +249,267 @@ def privatize_file(
                 columns=columns,
                 format=fmt,
                 seeded=random_state is not None or privatizer.random_state is not None,
+                run_key_id=key.id if key is not None else None,
+                input=input_id(src, input_label),
             )
         write_manifest(manifest_path(dst), m)
     return totals
+
+
+def input_id(src: str | Path | None, label: str | None = None) -> str | None:
+    """The input's public id in a ledger: the user's ``label`` (``dataset:LABEL``), else a hash of its path.
+
+    Never derived from the content: a content hash would let anyone holding a guessed
+    file confirm it was the input. ``None`` for standard input without a label.
+    """
+    if label is not None:
+        return f"dataset:{label}"
+    if src is None or str(src) == "-":
+        return None
+    path = os.path.realpath(os.fspath(src))
+    return "path:" + hashlib.sha256(path.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+
+
+# ----------------------------------------------------------------- one privatizer per process
+#: If set to a folder, each artefact load writes one empty file ``<pid>-<n>`` there (operations
+#: and tests count loads per worker; the file names hold no data).
+LOAD_LOG_ENV = "DENIABLE_LOAD_LOG"
+
+_privatizers: dict[tuple[Any, ...], Privatizer] = {}
+_lock = threading.Lock()
+_loads = 0
+
+
+def load_count() -> int:
+    """How many times this process loaded an embedding and built a mechanism for a cached privatizer."""
+    return _loads
+
+
+def clear_cache() -> None:
+    """Forget this process's cached privatizers (the next call loads again)."""
+    with _lock:
+        _privatizers.clear()
+
+
+def cached_privatizer(
+    mechanism: str,
+    epsilon: float | str,
+    options: Mapping[str, Any],
+    embedding: str | None,
+    *,
+    vocab_size: int | None = None,
+    vocabulary: str = "words",
+    oov: str = "random",
+    case: str = "sentence",
+    target: str | None = None,
+    local_path: Any = None,
+) -> Privatizer:
+    """The process's :class:`Privatizer` for these parameters: loaded (memory-mapped) and built once.
+
+    :func:`privatize` and every engine worker (``BatchPrivatizer``) share it.
+    ``local_path`` maps ``embedding`` to a path of this machine (Spark's shipped files).
+    """
+    key = (
+        mechanism,
+        epsilon if isinstance(epsilon, str) else float(epsilon),
+        tuple(sorted((str(k), repr(v)) for k, v in options.items())),
+        embedding,
+        vocab_size,
+        vocabulary,
+        oov,
+        case,
+        target,
+    )
+    found = _privatizers.get(key)
+    if found is not None:
+        return found
+    with _lock:
+        found = _privatizers.get(key)
+        if found is None:
+            path = local_path(embedding) if local_path is not None else embedding
+            found = _privatizers[key] = _load(
+                mechanism, epsilon, options, path, vocab_size, vocabulary, oov, case, target
+            )
+    return found
+
+
+def _load(
+    mechanism: str,
+    epsilon: float | str,
+    options: Mapping[str, Any],
+    embedding: str | None,
+    vocab_size: int | None,
+    vocabulary: str,
+    oov: str,
+    case: str,
+    target: str | None,
+) -> Privatizer:
+    global _loads
+    from .embedding import load_embedding
+    from .mechanisms import make_mechanism
+    from .privatizer import Privatizer
+
+    emb = load_embedding(embedding, vocab_size=vocab_size, vocabulary=vocabulary)
+    mech = make_mechanism(mechanism, emb, epsilon, target=target, **dict(options))
+    with warnings.catch_warnings():  # the caller warned already (driver, or privatize's own check)
+        warnings.simplefilter("ignore", NotPrivateWarning)
+        priv = Privatizer(mech, oov=oov, case=case)
+    _loads += 1
+    log = os.environ.get(LOAD_LOG_ENV)
+    if log:
+        Path(log, f"{os.getpid()}-{_loads}").touch()
+    return priv
+
+
+# ------------------------------------------------------------------------- the one-call API
+def privatize(
+    texts: Any,
+    epsilon: float | str,
+    mechanism: str = "madlib",
+    *,
+    column: str | Sequence[str] | None = None,
+    embedding: str | None = None,
+    vocab_size: int | None = None,
+    vocabulary: str = "words",
+    oov: str = "random",
+    case: str = "sentence",
+    target: str | None = None,
+    random_state: RandomState = None,
+    run_key: RunKey | str | None = None,
+    **options: Any,
+) -> Any:
+    """Privatize texts in one call, with the command line's defaults.
+
+    ``texts``: one str (returns a str), a list/tuple of str (returns a list), a pandas
+    Series (returns a Series with the same index, name and dtype), or a pandas DataFrame
+    with ``column=`` naming its text column(s) (returns a copy with those columns
+    privatized; every other column kept). Missing values (``None``, NaN, ``pd.NA``) stay
+    missing.
+
+    ``epsilon`` is required (a number > 0, or ``"auto"`` with ``target=``, e.g.
+    ``"unchanged<=0.5"``); ``mechanism`` (default ``"madlib"``) and its declared
+    ``options`` (e.g. ``gamma=`` for ``"tem"``), ``embedding`` (default: the built-in GloVe
+    6B 50-d), ``vocab_size``, ``vocabulary``, ``oov`` and ``case`` are as for
+    ``deniable privatize``. The embedding and the mechanism are loaded once per process
+    and reused by later calls with the same parameters.
+
+    Randomness: ``random_state=None`` (default) draws from a fresh run key from the OS:
+    every call is a new, independent release. ``run_key=`` (a :class:`RunKey` or its
+    hex) reproduces a call over the SAME texts exactly; an int ``random_state`` is
+    reproducible and NOT private (warns).
+    """
+    from ._random import check_random_state
+    from ._validation import check_choice, check_epsilon
+    from .mechanisms import validate_options
+    from .privatizer import CASE_POLICIES, OOV_POLICIES
+
+    if not (isinstance(epsilon, str) and epsilon == "auto"):
+        check_epsilon(epsilon, "epsilon")
+    elif target is None:
+        from ._errors import InvalidParameterError
+
+        raise InvalidParameterError("target", None, 'a target with epsilon="auto", e.g. "unchanged<=0.5"')
+    check_choice("vocabulary", vocabulary, ("words", "all"))
+    check_choice("oov", oov, OOV_POLICIES)
+    check_choice("case", case, CASE_POLICIES)
+    opts = dict(validate_options(mechanism, dict(options)))
+    rng = None
+    if random_state is not None:
+        rng = check_random_state(random_state, stacklevel=2)
+        if run_key is not None:
+            from ._errors import InvalidParameterError
+
+            raise InvalidParameterError("run_key", "a key", "None when random_state is given")
+    key = RunKey.check(run_key) if rng is None else None
+    emb_label = None if embedding is None else os.fspath(embedding)
+    priv = cached_privatizer(
+        mechanism,
+        epsilon,
+        opts,
+        emb_label,
+        vocab_size=vocab_size,
+        vocabulary=vocabulary,
+        oov=oov,
+        case=case,
+        target=target if epsilon == "auto" else None,
+    )
+    values, rebuild = _as_values(texts, column)
+    present = [i for i, t in enumerate(values) if t is not None]
+    result: list[str | None] = list(values)
+    if present:
+        gen = rng if key is None else key.generator(0, 0, len(values))
+        out = priv.privatize_batch([values[i] for i in present], gen)  # type: ignore[misc]
+        for i, text in zip(present, out, strict=True):
+            result[i] = text
+    return rebuild(result)
+
+
+def _missing(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, float):
+        return value != value  # NaN
+    return type(value).__name__ in ("NAType", "NaTType")
+
+
+def _checked(values: list[Any], name: str) -> list[str | None]:
+    from ._errors import InvalidParameterError
+
+    out: list[str | None] = []
+    for i, v in enumerate(values):
+        if _missing(v):
+            out.append(None)
+        elif isinstance(v, str):
+            out.append(v)
+        else:
+            raise InvalidParameterError(name, type(v).__name__, f"str values (item {i})")
+    return out
+
+
+def _as_values(texts: Any, column: str | Sequence[str] | None) -> tuple[list[str | None], Any]:
+    """The texts as one flat list, and how to put the privatized list back in the caller's shape."""
+    from ._errors import InvalidParameterError
+
+    kind = type(texts).__module__.split(".")[0] + "." + type(texts).__name__
+    if isinstance(texts, str):
+        if column is not None:
+            raise InvalidParameterError("column", column, "None for a str")
+        return [texts], lambda out: out[0]
+    if kind == "pandas.DataFrame":
+        if column is None:
+            raise InvalidParameterError("column", None, "the text column(s) of the DataFrame")
+        cols = [column] if isinstance(column, str) else list(dict.fromkeys(column))
+        for c in cols:
+            if c not in texts.columns:
+                raise InvalidParameterError("column", c, "a column of the DataFrame")
+        flat: list[str | None] = []
+        for c in cols:
+            flat.extend(_checked(texts[c].tolist(), f"column {c!r}"))
+        n = len(texts)
+
+        def frame(out: list[str | None]) -> Any:
+            res = texts.copy()
+            for j, c in enumerate(cols):
+                res[c] = _series_like(texts[c], out[j * n : (j + 1) * n])
+            return res
+
+        return flat, frame
+    if column is not None:
+        raise InvalidParameterError("column", column, "None unless texts is a pandas DataFrame")
+    if kind == "pandas.Series":
+        return _checked(texts.tolist(), "texts"), lambda out: _series_like(texts, out)
+    if isinstance(texts, Mapping) or not hasattr(texts, "__iter__"):
+        raise InvalidParameterError(
+            "texts", type(texts).__name__, "a str, a list of str, a pandas Series or a DataFrame with column="
+        )
+    if getattr(texts, "ndim", 1) != 1:
+        raise InvalidParameterError("texts", f"an array of shape {texts.shape}", "a 1-d sequence of texts")
+    items = texts.tolist() if hasattr(texts, "tolist") else list(texts)
+    return _checked(items, "texts"), lambda out: out
+
+
+def _series_like(series: Any, values: list[str | None]) -> Any:
+    import pandas as pd
+
+    dtype = series.dtype if series.dtype != "float64" else object
+    return pd.Series(values, index=series.index, name=series.name, dtype=dtype)

@@ -9,25 +9,30 @@ embedding (memory-mapped when it is the built-in default or a folder written by
 parameters, so every later batch in that process reuses them. Spark, Ray, Dask,
 Hugging Face ``datasets`` and the scikit-learn transformer are thin layers over it.
 
-Randomness: without a seed every call draws a fresh cryptographically secure generator
-from the operating system (never a seed derived from a partition number). With an
-explicit ``seed`` (experiments only: the output is NOT private) a stream is derived per
-partition with ``np.random.SeedSequence(seed).spawn`` semantics (``spawn_key=(key,)``).
+Randomness: a :class:`BatchPrivatizer` is one *run*. It holds a :class:`~deniable._random.RunKey`
+(256 bits from the operating system, made when the object is built on the driver, never
+derived from the data) and every batch whose engine gives it a stable identity -- its
+partition and the position of its first record, and its number of records -- draws from
+the ChaCha20 stream keyed by the run key and that unit. Recomputing a batch (a task
+retry, speculative execution, a second action on the same DataFrame) therefore
+reproduces the same release instead of releasing the records again with fresh noise;
+a new :class:`BatchPrivatizer` is a new, independent run. A batch without an identity
+(Ray) draws fresh OS randomness. An explicit ``seed`` (experiments only: NOT private)
+derives the run key from the seed.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .._errors import InvalidParameterError, NotPrivateWarning
+from .._random import RunKey
 from .._validation import check_choice, check_epsilon
 from ..privatizer import CASE_POLICIES, OOV_POLICIES, PrivatizeStats
 
@@ -36,24 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LOAD_LOG_ENV", "BatchPrivatizer", "clear_cache", "load_count"]
 
-#: If set to a folder, each artefact load writes one empty file ``<pid>-<n>`` there (operations
-#: and tests count loads per worker; the file names hold no data).
-LOAD_LOG_ENV = "DENIABLE_LOAD_LOG"
-
-_cache: dict[tuple[Any, ...], Privatizer] = {}
-_lock = threading.Lock()
-_loads = 0
-
-
-def load_count() -> int:
-    """How many times this process loaded an embedding and built a mechanism for a batch function."""
-    return _loads
-
-
-def clear_cache() -> None:
-    """Forget the cached privatizers of this process (the next batch loads again)."""
-    with _lock:
-        _cache.clear()
+from ..api import LOAD_LOG_ENV, cached_privatizer, clear_cache, load_count  # the one per-process cache
 
 
 def _freeze(options: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
@@ -81,8 +69,14 @@ class BatchPrivatizer:
     columns
         The text columns a table batch has privatized (every other column is untouched).
     seed
-        ``None`` (default): fresh OS randomness per call. An int: reproducible streams per
-        partition key, NOT private (warns :class:`~deniable.NotPrivateWarning`).
+        ``None`` (default): the run's key comes from the OS. An int: the run key is derived
+        from it, so output is reproducible across runs, NOT private (warns
+        :class:`~deniable.NotPrivateWarning`).
+    run_key
+        ``None`` (default): a fresh :class:`~deniable._random.RunKey` from the OS for this
+        run. A :class:`RunKey` or its 64 hex digits (:meth:`RunKey.hex`) reproduces a
+        run's noise exactly (e.g. re-running a failed job over the SAME input; never use
+        one key for different data).
     """
 
     mechanism: str = "madlib"
@@ -95,6 +89,7 @@ class BatchPrivatizer:
     case: str = "sentence"
     columns: tuple[str, ...] = ()
     seed: int | None = None
+    run_key: RunKey | str | None = field(default=None, repr=False)
 
     @classmethod
     def for_columns(
@@ -138,6 +133,11 @@ class BatchPrivatizer:
                 NotPrivateWarning,
                 stacklevel=3,
             )
+            if self.run_key is not None:
+                raise InvalidParameterError("run_key", "a key", "None when a seed is given (the seed makes the key)")
+            object.__setattr__(self, "run_key", RunKey.from_seed(int(self.seed)))
+        else:
+            object.__setattr__(self, "run_key", RunKey.check(self.run_key))
 
     # -- the cached privatizer ----------------------------------------------------------------
     @property
@@ -156,47 +156,37 @@ class BatchPrivatizer:
 
     def privatizer(self) -> Privatizer:
         """The :class:`~deniable.Privatizer` of this process, loaded once (thread-safe)."""
-        key = self.key
-        found = _cache.get(key)
-        if found is not None:
-            return found
-        with _lock:
-            found = _cache.get(key)
-            if found is None:
-                found = _cache[key] = self._load()
-        return found
-
-    def _load(self) -> Privatizer:
-        global _loads
-        from ..embedding import load_embedding
-        from ..mechanisms import make_mechanism
-        from ..privatizer import Privatizer
-
-        emb = load_embedding(_local_path(self.embedding), vocab_size=self.vocab_size, vocabulary=self.vocabulary)
-        mech = make_mechanism(self.mechanism, emb, self.epsilon, **self.options)
-        with warnings.catch_warnings():  # the driver warned already; workers stay quiet
-            warnings.simplefilter("ignore", NotPrivateWarning)
-            priv = Privatizer(mech, oov=self.oov, case=self.case)
-        _loads += 1
-        log = os.environ.get(LOAD_LOG_ENV)
-        if log:
-            Path(log, f"{os.getpid()}-{_loads}").touch()
-        return priv
+        return cached_privatizer(
+            self.mechanism,
+            self.epsilon,
+            self.options,
+            self.embedding,
+            vocab_size=self.vocab_size,
+            vocabulary=self.vocabulary,
+            oov=self.oov,
+            case=self.case,
+            local_path=_local_path,
+        )
 
     # -- randomness -----------------------------------------------------------------------------
-    def generator(self, key: int | None = None) -> np.random.Generator:
-        """Fresh OS randomness, or (with a seed) the stream of partition ``key``."""
+    @property
+    def run(self) -> RunKey:
+        """This run's key (made from the OS, or from ``seed``)."""
+        return self.run_key  # type: ignore[return-value]  # __post_init__ made it a RunKey
+
+    def generator(self, unit: Sequence[int] | None = None) -> np.random.Generator:
+        """The stream of ``unit`` (``(partition, first record, records)``) in this run.
+
+        ``None``: a batch without a stable identity -- fresh OS randomness (refused with a
+        seed, which promises reproducible output).
+        """
         from .._random import secure_generator
 
-        if self.seed is None:
+        if unit is None:
+            if self.seed is not None:
+                raise InvalidParameterError("seed", self.seed, "None here: this engine gives batches no stable key")
             return secure_generator()
-        if key is None:
-            raise InvalidParameterError("seed", self.seed, "None here: this engine gives batches no stable key")
-        from randomgen import ChaCha
-
-        child = np.random.SeedSequence(int(self.seed), spawn_key=(int(key),))
-        words = child.generate_state(8, dtype=np.uint32)
-        return np.random.Generator(ChaCha(key=int.from_bytes(words.tobytes(), "little"), counter=0, rounds=20))
+        return self.run.generator(*unit)
 
     # -- batches ------------------------------------------------------------------------------
     def privatize_texts(
@@ -240,13 +230,18 @@ class BatchPrivatizer:
             start += n
         return result, stats
 
-    def privatize_pandas(self, df: Any, key: int | None = None) -> Any:
-        """A pandas DataFrame with :attr:`columns` privatized (a copy; every other column kept)."""
+    def privatize_pandas(self, df: Any, partition: int | None = None, first: int = 0) -> Any:
+        """A pandas DataFrame with :attr:`columns` privatized (a copy; every other column kept).
+
+        ``partition`` (and ``first``, the position of the frame's first row in it) name the
+        batch's unit in this run; ``None``: the batch has no stable identity (fresh noise).
+        """
         cols = {c: [None if _isnull(v) else v for v in df[c].tolist()] for c in self.columns if c in df.columns}
         if len(cols) < len(self.columns):
             missing = next(c for c in self.columns if c not in df.columns)
             raise InvalidParameterError("columns", missing, "a column of the data")
-        new, _ = self.privatize_columns(cols, self.generator(key))
+        unit = None if partition is None else (int(partition), int(first), len(df))
+        new, _ = self.privatize_columns(cols, self.generator(unit))
         out = df.copy()
         for c, values in new.items():
             out[c] = _like(df[c], values)
@@ -256,18 +251,33 @@ class BatchPrivatizer:
         """Privatize a table batch: a pandas DataFrame, or a ``{column: values}`` mapping.
 
         A mapping comes back with only the privatized columns (Hugging Face ``datasets``
-        updates those and keeps the rest). ``indices`` (``datasets`` ``with_indices=True``)
-        key a seeded stream by the batch's first row.
+        updates those and keeps the rest). ``indices`` (``datasets`` ``with_indices=True``:
+        the rows' positions in the dataset) name the batch's unit in this run, so the same
+        run reproduces its release and the output does not depend on ``num_proc``;
+        without them the batch draws fresh OS randomness.
         """
-        key = int(indices[0]) if indices is not None and len(indices) else None
+        first = int(indices[0]) if indices is not None and len(indices) else None
         if not isinstance(batch, Mapping):
-            return self.privatize_pandas(batch, key)
+            return self.privatize_pandas(batch, None if first is None else 0, first or 0)
         missing = [c for c in self.columns if c not in batch]
         if missing:
             raise InvalidParameterError("columns", missing[0], "a column of the data")
         values = {c: [None if _isnull(v) else v for v in _tolist(batch[c])] for c in self.columns}
-        new, _ = self.privatize_columns(values, self.generator(key) if self.seed is not None else None)
+        n = len(values[self.columns[0]]) if self.columns else 0
+        new, _ = self.privatize_columns(values, self.generator(None if first is None else (0, first, n)))
         return new
+
+    def fingerprint(self, input_fingerprint: str = "") -> str:
+        """A public cache fingerprint of this run over an input (``datasets``' ``new_fingerprint``).
+
+        A one-way function of the run key's id, the parameters and ``input_fingerprint``:
+        the same run over the same input has the same fingerprint (a recomputation is
+        served from the cache: the same release), a new run a new one.
+        """
+        import hashlib
+
+        text = repr((self.run.id, self.key, self.columns, input_fingerprint))
+        return hashlib.blake2b(text.encode("utf-8"), digest_size=8).hexdigest()
 
     def describe(self) -> dict[str, Any]:
         """The run's parameters (no text): for a manifest."""
@@ -282,6 +292,7 @@ class BatchPrivatizer:
             "case": self.case,
             "columns": list(self.columns),
             "seeded": self.seed is not None,
+            "run_key_id": self.run.id,
         }
 
 

@@ -1,8 +1,10 @@
 """Dask: privatize columns of a ``dask.dataframe.DataFrame`` (``pip install 'deniable[dask]'``).
 
 A thin layer over :class:`~deniable.integrations.BatchPrivatizer`: ``map_partitions``
-with the picklable batch function; each worker process loads the embedding once. With
-a ``seed`` (NOT private) each partition's stream is derived from its partition number.
+with the picklable batch function; each worker process loads the embedding once. Each
+partition's noise is keyed by the run key and its partition number, so computing the
+result again (``compute`` twice, a lost ``persist``-ed partition) reproduces the same
+release; every :func:`privatize` call is a new run.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ __all__ = ["privatize", "privatize_partition"]
 
 def privatize_partition(df: Any, batch: BatchPrivatizer, partition_info: dict[str, Any] | None = None) -> Any:
     """One pandas partition with ``batch.columns`` privatized (Dask passes ``partition_info``)."""
-    key = int(partition_info["number"]) if partition_info and batch.seed is not None else None
-    return batch.privatize_pandas(df, key)
+    partition = int(partition_info["number"]) if partition_info else None
+    return batch.privatize_pandas(df, partition, 0)
 
 
 def privatize(

@@ -4,8 +4,17 @@ One non-deterministic ``Iterator[pd.Series] -> Iterator[pd.DataFrame]`` pandas U
 call, a thin layer over :class:`~deniable.integrations.BatchPrivatizer`: each Python
 worker loads the embedding once (memory-mapped from a path every executor can read)
 and builds the mechanism once; nothing but the small parameter record travels with the
-task (the embedding and the index are never broadcast). Each partition draws fresh OS
-randomness; an explicit ``seed`` (NOT private) derives one stream per partition id.
+task (the embedding and the index are never broadcast).
+
+Randomness is keyed, not fresh: each Arrow batch draws from the ChaCha20 stream of
+(the run key, its partition id, the position of its first row in the partition, its
+number of rows), so every recomputation of the same DataFrame -- a second action, a
+task retry, speculative execution -- releases the same text again instead of new noise.
+This needs each partition's rows in the same order every time it is computed: Spark
+guarantees that for a partition read from files or local data and transformed row by
+row; after a shuffle it guarantees only the same set of rows, so when the plan below the
+UDF has an exchange the rows are first sorted within their partition by the text
+columns (then the other orderable columns), which makes the order a function of the set.
 
 Counts (texts, tokens, changed, OOV) come back through a Spark
 :class:`~pyspark.sql.Observation` on the action that writes the result.
@@ -14,6 +23,7 @@ Counts (texts, tokens, changed, OOV) come back through a Spark
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import sys
 import typing
@@ -57,20 +67,19 @@ def privatize_udf(batch: BatchPrivatizer) -> Any:
     columns = batch.columns
 
     def run(batches: Iterator[tuple[pd.Series, ...]]) -> Iterator[pd.DataFrame]:
-        key = None
-        if batch.seed is not None:
-            from pyspark import TaskContext
+        from pyspark import TaskContext
 
-            ctx = TaskContext.get()
-            key = ctx.partitionId() if ctx is not None else 0
-        rng = batch.generator(key)  # one stream per partition: fresh OS randomness, or seeded per partition id
+        ctx = TaskContext.get()
+        partition = ctx.partitionId() if ctx is not None else 0
+        first = 0  # the position of the batch's first row in the partition
         for series in batches:
             parts = (series,) if isinstance(series, pd.Series) else tuple(series)
             values = {
                 c: [None if v is None or v != v else v for v in s.tolist()] for c, s in zip(columns, parts, strict=True)
             }
-            new, stats = batch.privatize_columns(values, rng)
             n = len(parts[0])
+            new, stats = batch.privatize_columns(values, batch.generator((partition, first, n)))
+            first += n
             frame = {f"c{i}": pd.Series(new[c], dtype=object) for i, c in enumerate(columns)}
             for name in _COUNTS:  # the batch's totals on its first row, summed by the Observation
                 col = [0] * n
@@ -86,8 +95,14 @@ def privatize_udf(batch: BatchPrivatizer) -> Any:
     return pandas_udf(run, schema).asNondeterministic()  # type: ignore[call-overload]
 
 
-def privatize_with_counts(df: DataFrame, batch: BatchPrivatizer) -> tuple[DataFrame, Observation]:
-    """``df`` with ``batch.columns`` privatized, and an Observation holding the counts after an action."""
+def privatize_with_counts(
+    df: DataFrame, batch: BatchPrivatizer, *, stable_order: bool = False
+) -> tuple[DataFrame, Observation]:
+    """``df`` with ``batch.columns`` privatized, and an Observation holding the counts after an action.
+
+    ``stable_order=True``: the caller guarantees each partition's rows come in the same
+    order every time (nothing is re-sorted).
+    """
     _import_pyspark()
     from pyspark.sql import Observation
     from pyspark.sql import functions as F  # noqa: N812
@@ -105,11 +120,40 @@ def privatize_with_counts(df: DataFrame, batch: BatchPrivatizer) -> tuple[DataFr
         raise InvalidParameterError("columns", _STRUCT, "a DataFrame without this reserved column")
     udf = privatize_udf(batch)
     obs = Observation(f"deniable-{uuid.uuid4().hex[:8]}")
+    if not stable_order:
+        df = _stable_order(df, batch.columns)
     with_struct = df.withColumn(_STRUCT, udf(*[df[c] for c in batch.columns]))
     observed = with_struct.observe(obs, *[F.sum(F.col(f"{_STRUCT}._{n}")).alias(n) for n in _COUNTS])
     index = {c: i for i, c in enumerate(batch.columns)}
     out = observed.select(*[F.col(f"{_STRUCT}.c{index[c]}").alias(c) if c in index else observed[c] for c in names])
     return out, obs
+
+
+def _stable_order(df: DataFrame, columns: Sequence[str]) -> DataFrame:
+    """``df``, sorted within its partitions when a shuffle makes their row order vary between computations.
+
+    Keyed noise names rows by their position in a partition; after an exchange Spark
+    recomputes the same set of rows per partition but not necessarily in the same order.
+    Sorting by the text columns first (rows tied there carry the same texts, so a tie
+    in any order gives each text the same stream) then by every other orderable column
+    makes the order a function of the set. Without an exchange (files, local data,
+    row-by-row transformations) the order is already stable and is kept.
+    """
+    from pyspark.sql.types import BinaryType, BooleanType, DataType, DateType, NumericType, StringType, TimestampType
+
+    try:
+        plan = df._jdf.queryExecution().executedPlan().toString()  # classic sessions
+        shuffled = "Exchange" in plan
+    except Exception:  # Spark Connect has no JVM plan here: assume the worst
+        shuffled = True
+    if not shuffled:
+        return df
+
+    def orderable(t: DataType) -> bool:
+        return isinstance(t, StringType | NumericType | BooleanType | DateType | TimestampType | BinaryType)
+
+    rest = [f.name for f in df.schema.fields if f.name not in columns and orderable(f.dataType)]
+    return df.sortWithinPartitions(*columns, *rest)
 
 
 def observed_stats(obs: Observation) -> PrivatizeStats:
@@ -145,6 +189,10 @@ def session(master: str = "local[*]") -> tuple[SparkSession, bool]:
     _import_pyspark()
     from pyspark.sql import SparkSession
 
+    # PySpark 4 starts its Python workers with $PYSPARK_PYTHON (not spark.pyspark.python): without
+    # it a CLI run from a venv that is not activated fails in the first task. Only when unset.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     active = SparkSession.getActiveSession()
     if active is not None:
         return active, False
@@ -169,6 +217,24 @@ def read(spark: SparkSession, src: str | Path, fmt: str) -> DataFrame:
     raise InvalidParameterError("format", fmt, "parquet, csv, jsonl or txt with --engine spark")
 
 
+def spread(df: DataFrame, parallelism: int) -> DataFrame:
+    """``df`` split into at least ``parallelism`` partitions, keeping the row order.
+
+    One input file (a gzip file, a multi-line CSV, a Parquet file of one row group) is
+    read as one task; privatizing it in one task would use one core. The rows are
+    numbered in input order, range-partitioned on that number and sorted by it within
+    each partition, so the part files hold the input's rows in order and every
+    recomputation sees each partition's rows in the same order (keyed noise).
+    """
+    from pyspark.sql import functions as F  # noqa: N812
+
+    if parallelism <= 1 or df.rdd.getNumPartitions() >= parallelism:
+        return df
+    order = "__deniable_row__"
+    numbered = df.withColumn(order, F.monotonically_increasing_id())
+    return numbered.repartitionByRange(parallelism, order).sortWithinPartitions(order).drop(order)
+
+
 def privatize_path(
     src: str | Path,
     dst: str | Path,
@@ -176,14 +242,17 @@ def privatize_path(
     *,
     format: str,
     master: str = "local[*]",
+    input_label: str | None = None,
 ) -> PrivatizeStats:
     """Privatize a file or folder into the folder ``dst`` (partitioned), atomically, with a manifest.
 
     The result is written to a temporary folder beside ``dst`` (with Spark's ``_SUCCESS``
     marker and ``_MANIFEST.json``) and renamed to ``dst`` only when complete: a failed run
     leaves nothing at ``dst``. For txt input the column is ``value`` (one record per line).
+    One input file is spread over the cluster's parallelism (:func:`spread`), keeping the
+    row order. ``input_label`` names the input in the manifest's ledger entry.
     """
-    from ..api import MANIFEST_FOLDER_NAME, now, run_manifest, write_manifest
+    from ..api import MANIFEST_FOLDER_NAME, input_id, now, run_manifest, write_manifest
 
     out = Path(dst)
     if out.exists():
@@ -195,15 +264,15 @@ def privatize_path(
     spark, created = session(master)
     tmp = out.with_name(f".{out.name}.deniable-{uuid.uuid4().hex[:12]}.tmp")
     try:
-        df = read(spark, src, format)
-        result, obs = privatize_with_counts(df, batch)
+        df = spread(read(spark, src, format), spark.sparkContext.defaultParallelism)
+        result, obs = privatize_with_counts(df, batch, stable_order=True)
         writer = result.write.mode("error")
         if format == "parquet":
             writer.parquet(str(tmp))
         elif format == "csv":
             writer.options(header=True, escape='"').csv(str(tmp))
         elif format == "jsonl":
-            writer.json(str(tmp))
+            writer.option("ignoreNullFields", "false").json(str(tmp))  # a null stays a null, not a lost key
         else:
             writer.text(str(tmp))
         stats = observed_stats(obs)
@@ -221,6 +290,8 @@ def privatize_path(
             format=format,
             seeded=batch.seed is not None,
             extra={"options": batch.options},
+            run_key_id=batch.run.id,
+            input=input_id(src, input_label),
         )
         write_manifest(tmp / MANIFEST_FOLDER_NAME, manifest)
         tmp.rename(out)
