@@ -108,6 +108,8 @@ def run_manifest(
         "case": privatizer.case,
         "case_sensitive_vocabulary": policy["case_sensitive_vocabulary"],
         "not_protected": policy["not_protected"],
+        # how strong the setting is, from the public calibration (never from the input)
+        "privacy": _privacy(privatizer),
         "seeded": seeded,
         "format": format,
         "columns": list(columns or []),
@@ -130,6 +132,18 @@ def run_manifest(
     if extra:
         manifest.update(_jsonable(dict(extra)))
     return manifest
+
+
+def _privacy(privatizer: Privatizer) -> dict[str, Any]:
+    """Epsilon, the target it was chosen for (``epsilon="auto"``) and the expected share of a
+    typical text's tokens released unchanged, with a plain-words statement (calibrate.table)."""
+    from .calibrate.table import resolution_of, strength
+
+    out = strength(privatizer.mechanism).describe()
+    res = resolution_of(privatizer.mechanism)
+    if res is not None:
+        out["auto"] = res.describe()
+    return out
 
 
 def _jsonable(value: Any) -> Any:

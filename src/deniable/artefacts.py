@@ -463,6 +463,18 @@ def _register_builtin() -> None:
     register_kind(binary.BINARY_HNSW_KIND, binary.build_binary_hnsw_artefact)
     register_kind(tuned.DECODE_CHOICE_KIND, tuned.build_decode_choice_artefact)
     register_kind(diffractor.LIST_KIND, diffractor.build_list_artefact)
+    register_kind("calibration", _build_calibration)
+
+
+def _build_calibration(
+    embedding: Vocabulary, params: dict[str, Any], folder: Path, show_progress: bool | None
+) -> dict[str, str] | None:
+    """Kind ``calibration``: a mechanism's unchanged-share curve on public reference text
+    (:mod:`deniable.calibrate.table`; imported only when one is built)."""
+    from .calibrate.table import build_calibration_artefact
+
+    build_calibration_artefact(embedding, params, folder, show_progress)
+    return None
 
 
 _register_builtin()

@@ -26,10 +26,12 @@ if TYPE_CHECKING:
     from .calibrate.choose import EpsilonChoice
     from .calibrate.geometry import NeighbourDistances
     from .calibrate.stats import DeniabilityStats
+    from .calibrate.table import CalibrationTable
 
 __all__ = [
     "new_figure",
     "plot_averages",
+    "plot_curve",
     "plot_histograms",
     "plot_neighbours",
     "save_figure",
@@ -138,6 +140,54 @@ def plot_averages(stats: Sequence[DeniabilityStats], path: str | Path, *, title:
     ax_n.set_ylabel(f"N_w: count of M(w) = w (of {n})")
     fig.suptitle(title or _default_title(stats), fontsize=10)
     return save_figure(fig, path)
+
+
+def plot_curve(table: CalibrationTable, path: str | Path, *, title: str | None = None) -> Path:
+    """A typical text against epsilon (:mod:`deniable.calibrate.table`): the share of tokens released
+    unchanged (with its 95% interval), the share that keeps its meaning (unchanged or replaced by
+    one of the word's 10 nearest neighbours) and the mean cosine similarity of output to input."""
+    pts = table.points
+    if not pts:
+        raise DeniableError("nothing to plot: an empty calibration table")
+    eps = np.array([p.epsilon for p in pts])
+    fig = new_figure(7.0, 3.8)
+    ax = fig.subplots(1, 1)
+    ax.fill_between(eps, [p.unchanged_low for p in pts], [p.unchanged_high for p in pts], color="#C44E52", alpha=0.2)
+    ax.plot(eps, [p.unchanged for p in pts], "o-", color="#C44E52", ms=3, label="unchanged (privacy: lower is better)")
+    if all(p.readable is not None for p in pts):
+        ax.plot(eps, [p.readable for p in pts], "s-", color="#4C72B0", ms=3, label="unchanged or a near word (meaning)")
+    if all(p.similarity is not None for p in pts):
+        ax.plot(eps, [p.similarity for p in pts], "^:", color="#55A868", ms=3, label="mean cosine similarity")
+    ax.axhline(0.5, color="black", lw=0.6, ls="--")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("epsilon")
+    ax.set_ylabel("share of a typical text's tokens")
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.suptitle(title or f"{table.mechanism}: a typical text ({table.tokens:,} public reference tokens)", fontsize=10)
+    return save_figure(fig, path)
+
+
+def curve_section(table: CalibrationTable, folder: Path) -> list[str]:
+    """The report's section on a calibration table: the verdict in words, the curve and its table."""
+    img = plot_curve(table, folder / "curve.png")
+    rows = [
+        [f"{p.epsilon:.3g}", f"{p.unchanged:.1%}", f"{p.unchanged_high:.1%}",
+         "" if p.readable is None else f"{p.readable:.1%}", "" if p.similarity is None else f"{p.similarity:.2f}"]
+        for p in table.points
+    ]  # fmt: skip
+    return [
+        "<h2>A typical text against epsilon</h2>",
+        f"<p><b>{_e(table.verdict())}</b></p>",
+        "<p class='note'>Reference text: "
+        f"{table.tokens:,} word tokens drawn from Zipf's law over the embedding's frequency ranks (public; never "
+        "the input), each privatized once per epsilon. Unchanged: share released as the same word (95% "
+        "Clopper-Pearson upper bound beside it; <code>--epsilon auto --target</code> checks that bound). Meaning "
+        "kept: unchanged, or replaced by one of the word's 10 nearest neighbours.</p>",
+        f"<img src='{_e(img.name)}' alt='unchanged share and utility against epsilon'>",
+        _table(["ε", "unchanged", "upper bound", "meaning kept", "mean similarity"], rows, left=1),
+    ]
 
 
 def _geometry_name(geometry: NeighbourDistances) -> str:
@@ -260,6 +310,7 @@ def write_report(
     geometry: NeighbourDistances | None = None,
     examples: Mapping[str, Mapping[float, Sequence[str]]] | None = None,
     choice: EpsilonChoice | None = None,
+    curve: CalibrationTable | None = None,
     title: str = "deniable calibration report",
     params: Mapping[str, object] | None = None,
     write_csv: bool = True,
@@ -324,6 +375,8 @@ def write_report(
                 [[f"{e.epsilon:g}", e.unchanged, e.support, "yes" if e.feasible else "no"] for e in choice.evaluations],
             )
         )
+    if curve is not None:
+        parts.extend(curve_section(curve, out))
     if stats:
         hist = plot_histograms(stats, out / "histograms.png")
         avg = plot_averages(stats, out / "averages.png")

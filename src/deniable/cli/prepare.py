@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -82,6 +82,19 @@ def prepare_cmd(
         typer.Option("--remove", help="Delete the prepared artefacts of this embedding (of --mechanism if given)."),
     ] = False,
     rebuild: Annotated[bool, typer.Option("--rebuild", help="Build again even when a verified copy exists.")] = False,
+    calibration: Annotated[
+        bool,
+        typer.Option(
+            "--calibration",
+            help="Build the calibration table of each --mechanism instead (with --metric / --index / brr's "
+            "options): the share of a typical text's tokens released unchanged against epsilon, on public "
+            "reference text only; `privatize --epsilon auto --target` and every summary read it.",
+        ),
+    ] = False,
+    report: Annotated[
+        str | None,
+        typer.Option("--report", help="With --calibration: write the curve (PNG) and index.html into this folder."),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or report.")] = False,
 ) -> None:
     """Build the artefacts a mechanism reads, once, for the whole vocabulary.
@@ -123,6 +136,9 @@ def prepare_cmd(
     for name in names:
         check_mechanism_name(name)  # before loading the embedding
     emb = load_embedding_option(embedding, vocab_size, vocabulary)
+    if calibration and not remove:
+        _calibrate(emb, names, metric, options, rebuild, quiet, report)
+        return
     if remove:
         plan = planned_artefacts(emb, names, metric=metric or "euclidean", options=options) if mechanism else None
         removed = remove_artefacts(emb, plan)
@@ -140,3 +156,53 @@ def prepare_cmd(
     if not quiet:
         for info in infos:
             err.print(f"{info.kind}: {_size(info.disk_bytes)} in {info.path} (built in {info.build_seconds:.1f} s)")
+
+
+def _calibrate(
+    emb: Any,
+    names: list[str],
+    metric: str | None,
+    options: dict[str, Any],
+    rebuild: bool,
+    quiet: bool,
+    report: str | None,
+) -> None:
+    """``--calibration``: build (or find) each mechanism's calibration table and print its curve."""
+    from ..artefacts import build_artefact
+    from ..calibrate.table import (
+        CALIBRATION_KIND,
+        TABLE_FILE,
+        CalibrationTable,
+        calibration_params,
+        table_key_options,
+    )
+    from ..mechanisms import options_of, validate_options
+
+    given = {**options, "metric": metric}  # each mechanism takes the ones it declares
+    for name in names:
+        declared = {o.name for o in options_of(name)}
+        opts = validate_options(name, {k: v for k, v in given.items() if k in declared and v is not None})
+        params = calibration_params(name, table_key_options(name, opts))
+        info = build_artefact(emb, CALIBRATION_KIND, params, rebuild=rebuild)
+        table = CalibrationTable.from_json(info.file(TABLE_FILE).read_text(encoding="utf-8"))
+        if report is not None:
+            from pathlib import Path
+
+            from ..report import write_report
+
+            folder = Path(report) / name if len(names) > 1 else Path(report)
+            page = write_report(folder, [], curve=table, title=f"deniable calibration: {name}", params=params)
+            if not quiet:
+                err.print(f"report written to {page}", highlight=False)
+        if quiet:
+            continue
+        err.print(f"calibration of {name}: {_size(info.disk_bytes)} in {info.path} ({info.build_seconds:.1f} s)")
+        err.print("  epsilon  unchanged (95% upper)  near  mean similarity", highlight=False)
+        for p in table.points:
+            near = "-" if p.near is None else f"{p.near:.1%}"
+            sim = "-" if p.similarity is None else f"{p.similarity:.2f}"
+            err.print(
+                f"  {p.epsilon:7.3g}  {p.unchanged:8.1%} ({p.unchanged_high:6.1%})  {near:>6}  {sim:>5}",
+                highlight=False,
+            )
+        err.print(table.verdict(), highlight=False)

@@ -14,7 +14,6 @@ from .._validation import check_epsilon
 from ._common import (
     MechanismFlags,
     VocabularyOpt,
-    build_mechanism,
     check_mechanism_name,
     err,
     load_embedding_option,
@@ -39,9 +38,12 @@ def privatize_cmd(
     input: Annotated[str, typer.Argument(help="Input file (txt, csv, tsv, jsonl, parquet; .gz ok) or - for stdin.")],
     output: Annotated[str, typer.Option("--output", "-o", help="Output file (same format) or - for stdout.")],
     epsilon: Annotated[
-        float,
+        str,
         typer.Option(
-            "--epsilon", "-e", help="Privacy parameter (> 0). Calibrate it: its meaning depends on the embedding."
+            "--epsilon",
+            "-e",
+            help="Privacy parameter (> 0), or auto with --target: its meaning depends on the embedding and the "
+            "mechanism; every summary says how much of a typical text it leaves unchanged.",
         ),
     ],
     mechanism: Annotated[
@@ -98,6 +100,16 @@ def privatize_cmd(
     seed: Annotated[
         int | None, typer.Option("--seed", help="Reproducible output for experiments. Seeded output is NOT private.")
     ] = None,
+    target: Annotated[
+        str | None,
+        typer.Option(
+            "--target",
+            help="With --epsilon auto: the largest epsilon that leaves at most this share of a typical text's "
+            'tokens unchanged, e.g. "unchanged<=0.5" or "unchanged<=20%", read from the calibration table of the '
+            "mechanism on this embedding (public data only; `deniable prepare --calibration` builds it, else it "
+            "is measured once, with a notice).",
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")] = False,
     engine: Annotated[
         str,
@@ -121,7 +133,7 @@ def privatize_cmd(
     from ..io import detect_format
     from ..privatizer import CASE_POLICIES, OOV_POLICIES, Privatizer
 
-    check_epsilon(epsilon, "--epsilon")
+    eps_value = _epsilon_arg(epsilon, target)
     check_mechanism_name(mechanism)
     options = mechanism_flags.for_mechanism(mechanism)  # fail fast on a flag that does not apply, before loading
     if oov not in OOV_POLICIES:
@@ -135,12 +147,20 @@ def privatize_cmd(
         raise InvalidParameterError("--engine", engine, "local or spark[:MASTER]")
     if engine_name == "spark":
         t0 = time.perf_counter()
+        resolution = None
+        if eps_value == "auto":  # resolved once, on the driver; every executor gets the number
+            from ..calibrate.table import resolve_epsilon
+
+            resolution = resolve_epsilon(
+                load_embedding_option(embedding, vocab_size, vocabulary), mechanism, str(target), options
+            )
+            eps_value = resolution.epsilon
         priv, totals = _spark(
             input,
             output,
             format,
             column,
-            epsilon,
+            float(eps_value),
             mechanism,
             options,
             embedding,
@@ -152,6 +172,10 @@ def privatize_cmd(
             master or "local[*]",
         )
         mech = priv.mechanism
+        if resolution is not None:
+            from ..calibrate.table import attach_resolution
+
+            attach_resolution(mech, resolution)
     else:
         detect_format(input, format)  # fail fast on an unknown format, before loading anything
         if input != "-" and not Path(input).is_file():
@@ -161,7 +185,9 @@ def privatize_cmd(
         warn_seed(seed)
         t0 = time.perf_counter()
         emb = load_embedding_option(embedding, vocab_size, vocabulary)
-        mech = build_mechanism(mechanism, emb, epsilon, mechanism_flags)
+        from ..mechanisms import make_mechanism
+
+        mech = make_mechanism(mechanism, emb, eps_value, target=target if eps_value == "auto" else None, **options)
         with warnings.catch_warnings():  # the summary below states what is not protected
             warnings.simplefilter("ignore", NotPrivateWarning)
             priv = Privatizer(mech, oov=oov, case=case)
@@ -184,9 +210,10 @@ def privatize_cmd(
         dt = time.perf_counter() - t0
         err.print(
             f"privatized {totals.texts:,} texts, {totals.tokens:,} word tokens "
-            f"({totals.changed:,} changed) with {mechanism} at epsilon={epsilon:g} in {dt:.1f}s",
+            f"({totals.changed:,} changed) with {mechanism} at epsilon={float(mech.epsilon):g} in {dt:.1f}s",
             highlight=False,
         )
+        _print_strength(mech, options)
         err.print(f"mechanism parameters: {describe_parameters(mech.describe())}", highlight=False)
         policy = priv.describe()
         err.print(
@@ -213,6 +240,43 @@ def privatize_cmd(
                 f"[yellow]{totals.oov:,} out-of-vocabulary tokens ({totals.oov_rate:.1%}) were {action}[/]",
                 highlight=False,
             )
+
+
+def _epsilon_arg(epsilon: str, target: str | None) -> float | str:
+    """``--epsilon`` as a number, or ``"auto"`` (then ``--target`` is required and checked here, before loading)."""
+    from ..calibrate.table import parse_target
+
+    if epsilon.strip().lower() == "auto":
+        if target is None:
+            raise InvalidParameterError("--target", None, 'a target with --epsilon auto, e.g. "unchanged<=0.5"')
+        parse_target(target, "--target")
+        return "auto"
+    if target is not None:
+        raise InvalidParameterError("--target", target, "given only with --epsilon auto")
+    try:
+        value = float(epsilon)
+    except ValueError:
+        raise InvalidParameterError("--epsilon", epsilon, "a number > 0, or auto with --target") from None
+    return check_epsilon(value, "--epsilon")
+
+
+def _print_strength(mech: Any, options: dict[str, Any]) -> None:
+    """How strong the setting is, in words (from the public calibration, never from the input)."""
+    from ..calibrate.table import resolution_of, strength
+
+    res = resolution_of(mech)
+    if res is not None:
+        nxt = f"; epsilon={res.next_point.epsilon:g} would not" if res.next_point else ""
+        err.print(
+            f"epsilon=auto: {float(mech.epsilon):g} is the largest calibrated epsilon that meets {res.target} "
+            f"(upper bound {res.point.unchanged_high:.1%}{nxt})",
+            highlight=False,
+        )
+    st = strength(mech, options=options)
+    err.print(f"strength: {st.sentence()}", highlight=False)
+    warning = st.warning()
+    if warning:
+        err.print(f"[yellow]{warning}[/]", highlight=False)
 
 
 def _spark(

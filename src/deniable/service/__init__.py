@@ -43,11 +43,11 @@ log = logging.getLogger("deniable.service")
 #: Work endpoints (a concurrency slot each).
 WORK_PATHS = frozenset({"/v1/privatize", "/v1/explain", "/privatize"})
 
-_Key = tuple[str, float, tuple[tuple[str, Any], ...]]
+_Key = tuple[str, float | str, tuple[tuple[str, Any], ...]]
 
 
-def _key(name: str, epsilon: float, variant: dict[str, Any]) -> _Key:
-    return (name, float(epsilon), tuple(sorted(variant.items())))
+def _key(name: str, epsilon: float | str, variant: dict[str, Any]) -> _Key:
+    return (name, epsilon if isinstance(epsilon, str) else float(epsilon), tuple(sorted(variant.items())))
 
 
 def _prepare_mechanism(mech: "Mechanism") -> None:
@@ -70,6 +70,17 @@ def _prepare_mechanism(mech: "Mechanism") -> None:
             options = {"epsilon": mech.epsilon, "gamma": getattr(mech, "gamma", None)}
         prepare(mech.embedding, [mech.name], metric=str(mech.metric), options=options, show_progress=False)
     mech.privatize(np.zeros(1, dtype=np.int64), secure_generator())  # output discarded
+
+
+def _privacy_info(mech: "Mechanism", options: dict[str, Any]) -> dict[str, Any]:
+    """``target`` (an offered target's text) and ``privacy``: how strong the instance is, in words,
+    from the public calibration (computed once, at start-up; never from a request)."""
+    from ..calibrate.table import resolution_of, strength
+
+    res = resolution_of(mech)
+    out: dict[str, Any] = {"target": str(res.target)} if res is not None else {}
+    out["privacy"] = strength(mech, options=options).describe()
+    return out
 
 
 def _history_free(name: str) -> dict[str, Any]:
@@ -117,9 +128,19 @@ class _State:
                 opts = {**offer.options, **variant, **_history_free(offer.name)}
                 shared: dict[str, Any] = {}
                 for eps in offer.epsilons:
+                    resolution = None
+                    if isinstance(eps, str):  # a target: the calibration table's epsilon (calibrate/table.py)
+                        from ..calibrate.table import resolve_epsilon
+
+                        resolution = resolve_epsilon(emb, offer.name, eps, opts)
                     with warnings.catch_warnings():  # a huge epsilon's warning: /v1/mechanisms shows the offer
                         warnings.simplefilter("ignore", NotPrivateWarning)
-                        mech = make_mechanism(offer.name, emb, eps, **{**opts, **shared})
+                        number = resolution.epsilon if resolution is not None else eps
+                        mech = make_mechanism(offer.name, emb, number, **{**opts, **shared})
+                    if resolution is not None:
+                        from ..calibrate.table import attach_resolution
+
+                        attach_resolution(mech, resolution)
                     _prepare_mechanism(mech)
                     if not shared and "index" in objects and hasattr(mech, "search_index"):
                         shared["index"] = mech.search_index  # one decode index for every epsilon
@@ -127,6 +148,7 @@ class _State:
                     for k, v in {**offer.options, **variant}.items():
                         if k in info and isinstance(v, str | int | float | bool):
                             info[k] = v  # the offered name (not the shared object's type)
+                    info.update(_privacy_info(mech, opts))
                     key = _key(offer.name, eps, variant)
                     self.mechanisms[key] = (mech, info)
                     with warnings.catch_warnings():  # opt-in leaks are stated in every response
@@ -319,6 +341,12 @@ def create_app(
             help_of = {o.name: o.help for o in options_of(offer.name)}
             d = offer.describe()
             d["help"] = {k: help_of.get(k, "") for k in offer.client}
+            if state.ready.is_set():  # each instance's epsilon (targets resolved) and strength, in words
+                d["privacy"] = [
+                    {**info["privacy"], "offered": key[1], "options": dict(key[2])}
+                    for key, (_, info) in state.mechanisms.items()
+                    if key[0] == offer.name
+                ]
             out[offer.name] = d
         return {
             "mechanisms": out,

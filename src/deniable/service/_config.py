@@ -14,7 +14,7 @@ The file is TOML (``.toml``) or JSON (anything else)::
     case = ["sentence", "lower"]
 
     [mechanisms.madlib]
-    epsilons = [5, 10, 20]
+    epsilons = [5, 10, 20, "unchanged<=0.5"]   # a target: resolved to an epsilon at start-up
     options = { batch_size = 4096 }      # fixed by the operator
     client = { index = ["flat", "exact"] }  # offered to clients (the first is the default)
 
@@ -60,7 +60,8 @@ class MechanismOffer:
     """One mechanism as the operator offers it."""
 
     name: str
-    epsilons: tuple[float, ...]
+    #: numbers, or targets like "unchanged<=0.5" (resolved at start-up from the calibration table)
+    epsilons: tuple[float | str, ...]
     #: fixed by the operator (validated by the registry as a trusted caller)
     options: dict[str, Any] = field(default_factory=dict)
     #: client-settable option -> the values offered (the first is the default)
@@ -185,6 +186,17 @@ def _check_int(name: str, value: object, minimum: int) -> None:
         raise InvalidParameterError(name, value, f"an integer >= {minimum}")
 
 
+def _epsilon_or_target(value: object, name: str) -> float | str:
+    """An offered epsilon: a number > 0, or a target like ``"unchanged<=0.5"`` (kept as its canonical text)."""
+    from ..mechanisms.registry import check_epsilon_option
+
+    if isinstance(value, str):
+        from ..calibrate.table import parse_target
+
+        return str(parse_target(value, name))
+    return check_epsilon_option(value, name=name)
+
+
 def _offer(name: str, spec: object) -> MechanismOffer:
     from ..mechanisms import options_of, validate_options
     from ..mechanisms.registry import check_epsilon_option
@@ -197,7 +209,7 @@ def _offer(name: str, spec: object) -> MechanismOffer:
     epsilons = spec.get("epsilons", DEFAULT_EPSILONS)
     if not isinstance(epsilons, list | tuple) or not epsilons:
         raise InvalidParameterError(f"mechanisms.{name}.epsilons", epsilons, "a non-empty list of numbers > 0")
-    eps = tuple(dict.fromkeys(check_epsilon_option(e, name=f"mechanisms.{name}.epsilons") for e in epsilons))
+    eps = tuple(dict.fromkeys(_epsilon_or_target(e, f"mechanisms.{name}.epsilons") for e in epsilons))
     fixed = validate_options(name, dict(spec.get("options", {})))
     declared = {o.name: o for o in options_of(name)}
     client: dict[str, tuple[Any, ...]] = {}

@@ -68,6 +68,14 @@ def _options_model(offer: MechanismOffer) -> Any:
 
 
 def _epsilon_field(offer: MechanismOffer) -> tuple[Any, Any]:
+    if any(isinstance(e, str) for e in offer.epsilons):  # targets ("unchanged<=0.5"), resolved at start-up
+        ann: Any = Annotated[float | str, _one_of("epsilon", offer.epsilons)]
+        return ann, Field(  # strict: the model's config
+            ...,
+            description="Privacy parameter: one of the offered epsilons, or an offered target (the response "
+            "states the epsilon it resolved to).",
+            json_schema_extra={"enum": list(offer.epsilons)},
+        )
     ann = Annotated[float, _one_of("epsilon", offer.epsilons)]
     field = Field(
         ...,

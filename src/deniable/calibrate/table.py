@@ -1,0 +1,646 @@
+"""Epsilon in human terms: a calibration table per embedding and mechanism, targets, strength.
+
+Users do not think in epsilons; they think "how much of my text survives". Seed 000
+measures it word by word (``N_w = Pr[M(w) = w]``); for a whole text what matters is the
+*expected share of tokens released unchanged*, i.e. ``N_w`` averaged over the words as
+they occur in text. This module measures that share, as a curve against epsilon, on
+**public data only**:
+
+- the *reference text*: ``tokens`` word ids drawn (with a fixed public seed) from a Zipf
+  law over the embedding's rank order, ``Pr[rank r] ∝ 1/r`` -- GloVe, word2vec and
+  fastText list their words by corpus frequency, so this is a frequency-weighted
+  "typical text" made from the embedding alone, never from the input;
+- each point of the curve privatizes those tokens once with the mechanism at one epsilon
+  (the same tokens and the same random stream at every epsilon: common random numbers)
+  and records the share unchanged with its Clopper-Pearson interval, and the mean cosine
+  similarity of output to input vectors (all tokens, and the changed ones only: a
+  replacement near the word keeps the meaning, a random word does not), beside the
+  similarity of two independent reference tokens (what "random" looks like here).
+
+The table is prepared once per embedding, mechanism and options
+(``deniable prepare --calibration``, the artefact kind ``calibration``) and read by every
+front end: ``make_mechanism(name, emb, "auto", target="unchanged<=0.5")`` picks the
+**largest** evaluated epsilon (the least utility loss) whose *upper* confidence bound
+meets the target, with every smaller evaluated epsilon meeting it too (the choice never
+jumps over a failure; that is how the monotonicity assumption is made safe), and
+:func:`strength` states how strong any epsilon is, in words.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .._errors import InvalidParameterError, NotPrivateWarning
+
+if TYPE_CHECKING:
+    from ..embedding import Vocabulary
+    from ..mechanisms.base import Mechanism
+
+__all__ = [
+    "CALIBRATION_KIND",
+    "CalibrationPoint",
+    "CalibrationTable",
+    "EpsilonResolution",
+    "Strength",
+    "Target",
+    "build_table",
+    "calibration_params",
+    "obtain_table",
+    "open_table",
+    "parse_target",
+    "reference_ids",
+    "resolve_epsilon",
+    "strength",
+    "table_key_options",
+]
+
+log = logging.getLogger("deniable.calibrate")
+
+#: The artefact kind of a calibration table (see :mod:`deniable.artefacts`).
+CALIBRATION_KIND = "calibration"
+#: Version of the table's format and method (part of the artefact's parameters).
+TABLE_VERSION = 1
+#: Reference tokens per epsilon (95% Clopper-Pearson half-width <= 1.6 points).
+DEFAULT_TOKENS = 4096
+#: Reference tokens of a one-epsilon estimate when no table is prepared.
+POINT_TOKENS = 1024
+#: The public seed of the reference text and of the mechanism's draws.
+PUBLIC_SEED = 20261124
+#: Confidence of the intervals; the target is checked against the upper bound.
+CONFIDENCE = 0.95
+#: Coarse grid: 2^(k/2) for k = -2..12 (0.5 to 64), refined to 2^(k/8) where the curve moves.
+COARSE = tuple(2.0 ** (k / 2) for k in range(-2, 13))
+REFINE_STEPS = 4  # 2^(1/2) split into 4: steps of 2^(1/8) (9%)
+REFINE_WHEN = 0.03  # refine a coarse interval whose unchanged share moves by more than 3 points
+SATURATED = 0.995  # past this share the curve is flat: larger coarse epsilons are not evaluated
+#: "Most tokens survive" above this share (the summary then warns).
+MOST = 0.5
+
+#: Declared options that change speed or memory, never the output distribution: left out of
+#: the table's key so the CLI, the service and the engines share one table.
+RUNTIME_OPTIONS = frozenset(
+    {"batch_size", "cache", "table_max", "memory_bytes", "disk_bytes", "block_bytes", "show_progress",
+     "history_free"}
+)  # fmt: skip
+
+
+# -- targets -------------------------------------------------------------------------------
+
+_TARGET = re.compile(r"^\s*unchanged\s*<=?\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(%?)\s*$")
+TARGET_HELP = (
+    'a target like "unchanged<=0.5" or "unchanged<=20%" (the share of a typical text\'s tokens left unchanged)'
+)
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the user asks for: at most ``max_unchanged`` of a typical text's tokens unchanged."""
+
+    max_unchanged: float
+
+    def __str__(self) -> str:
+        return f"unchanged<={self.max_unchanged:g}"
+
+    def met_by(self, point: CalibrationPoint) -> bool:
+        """Conservatively: the upper confidence bound of the share meets the target."""
+        return point.unchanged_high <= self.max_unchanged
+
+
+def parse_target(value: object, name: str = "target") -> Target:
+    """``"unchanged<=0.5"``, ``"unchanged<=20%"`` (or a :class:`Target`) -> :class:`Target`.
+
+    Anything else is an :class:`InvalidParameterError` naming ``name``.
+    """
+    if isinstance(value, Target):
+        return value
+    m = _TARGET.match(value) if isinstance(value, str) and len(value) <= 80 else None
+    shown = value if isinstance(value, str) and len(value) <= 40 else f"<{type(value).__name__}>"
+    if m is None:
+        raise InvalidParameterError(name, shown, TARGET_HELP)
+    share = float(m.group(1)) / (100.0 if m.group(2) else 1.0)
+    if not 0.0 < share < 1.0:
+        raise InvalidParameterError(name, shown, "a share strictly between 0 and 1 (0% and 100%)")
+    return Target(share)
+
+
+# -- the reference text and one point of the curve ------------------------------------------
+
+
+def reference_ids(size: int, tokens: int, seed: int = PUBLIC_SEED) -> npt.NDArray[np.int64]:
+    """``tokens`` ids drawn from Zipf's law over ranks ``1..size`` (id = rank - 1), seeded: public."""
+    from ._common import statistics_generator
+
+    weights = 1.0 / np.arange(1, size + 1, dtype=np.float64)
+    cdf = np.cumsum(weights)
+    cdf /= cdf[-1]
+    u = statistics_generator(seed).random(tokens)
+    return np.minimum(np.searchsorted(cdf, u, side="right"), size - 1).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class CalibrationPoint:
+    """The mechanism at one epsilon on the reference text."""
+
+    epsilon: float
+    tokens: int
+    unchanged: float  # share of tokens released unchanged (estimate)
+    unchanged_low: float  # Clopper-Pearson interval at CONFIDENCE
+    unchanged_high: float
+    similarity: float | None  # mean cosine(input, output) over all tokens (None: no vectors)
+    changed_similarity: float | None  # the same over the changed tokens only
+    near: float | None = None  # share of tokens replaced by one of the input's NEAR_K nearest other words
+
+    @property
+    def readable(self) -> float | None:
+        """Share of tokens that keep their meaning: unchanged, or replaced by a near neighbour."""
+        return None if self.near is None else self.unchanged + self.near
+
+
+def _cosines(embedding: Vocabulary, a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    vecs = embedding.vectors  # type: ignore[attr-defined]
+    x = np.asarray(vecs[a], dtype=np.float64)
+    y = np.asarray(vecs[b], dtype=np.float64)
+    num = np.einsum("ij,ij->i", x, y)
+    den = np.linalg.norm(x, axis=1) * np.linalg.norm(y, axis=1)
+    return np.divide(num, den, out=np.zeros_like(num), where=den > 0)
+
+
+#: A replacement among the input's this many nearest other words (Euclidean, the embedding's own
+#: vectors) counts as "near": the text keeps its meaning there.
+NEAR_K = 10
+
+
+def nearest_other_words(
+    embedding: Vocabulary, ids: npt.NDArray[np.int64], k: int = NEAR_K
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """``(words, nn)``: the distinct ``ids`` (sorted) and, per row, its ``k`` nearest other words
+    (exact Euclidean search; -1 pads a vocabulary smaller than ``k + 1``)."""
+    from ..index.exact import ExactIndex
+
+    vecs = np.asarray(embedding.vectors, dtype=np.float32)  # type: ignore[attr-defined]
+    words = np.unique(ids)
+    kk = min(k + 1, embedding.size)
+    _, found = ExactIndex(vecs).search(vecs[words], kk)
+    nn = np.full((words.size, k), -1, dtype=np.int64)
+    for r in range(words.size):  # drop the word itself (it is not always first when vectors coincide)
+        others = found[r][found[r] != words[r]][:k]
+        nn[r, : others.size] = others
+    return words, nn
+
+
+def evaluate_point(
+    mech: Mechanism,
+    ids: npt.NDArray[np.int64],
+    seed: int = PUBLIC_SEED,
+    neighbours: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None,
+) -> CalibrationPoint:
+    """Privatize the reference ``ids`` once with ``mech`` (seeded: statistics, not a release).
+
+    ``neighbours`` (:func:`nearest_other_words`): also count the replacements that are near.
+    """
+    from ._common import statistics_generator
+    from ._intervals import clopper_pearson
+
+    out = np.asarray(mech.privatize(ids, statistics_generator(seed + 1)), dtype=np.int64)
+    same = out == ids
+    k, n = int(same.sum()), int(ids.size)
+    lo, hi = clopper_pearson(np.array([k]), np.array([n]), CONFIDENCE)
+    sim = csim = None
+    if hasattr(mech.embedding, "vectors"):
+        cos = _cosines(mech.embedding, ids, out)
+        cos[same] = 1.0
+        sim = float(cos.mean())
+        csim = float(cos[~same].mean()) if k < n else None
+    near = None
+    if neighbours is not None:
+        words, nn = neighbours
+        rows = np.searchsorted(words, ids)
+        near = float(((nn[rows] == out[:, None]).any(axis=1) & ~same).sum()) / n
+    return CalibrationPoint(float(mech.epsilon), n, k / n, float(lo[0]), float(hi[0]), sim, csim, near)
+
+
+# -- the table ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EpsilonResolution:
+    """The epsilon ``epsilon="auto"`` chose for a target, and why."""
+
+    target: Target
+    epsilon: float
+    point: CalibrationPoint  # the curve at the chosen epsilon
+    next_point: CalibrationPoint | None  # the next evaluated epsilon, which fails the target (None: none larger)
+    monotone: bool  # the evaluated shares never decrease with epsilon (beyond the intervals)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "target": str(self.target),
+            "epsilon": self.epsilon,
+            "expected_unchanged": self.point.unchanged,
+            "expected_unchanged_upper": self.point.unchanged_high,
+            "next_epsilon": self.next_point.epsilon if self.next_point else None,
+            "monotone": self.monotone,
+        }
+
+
+@dataclass(frozen=True)
+class CalibrationTable:
+    """The curve of one mechanism (with ``options``) on one embedding, from public data only."""
+
+    mechanism: str
+    options: dict[str, Any]
+    fingerprint: str
+    tokens: int
+    seed: int
+    points: tuple[CalibrationPoint, ...]
+    random_similarity: float | None  # mean cosine of two independent reference tokens
+    version: int = TABLE_VERSION
+    reference: str = "Zipf over the embedding's frequency ranks"
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def epsilons(self) -> list[float]:
+        return [p.epsilon for p in self.points]
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> CalibrationTable:
+        d = json.loads(text)
+        d["points"] = tuple(CalibrationPoint(**p) for p in d["points"])
+        d["notes"] = tuple(d.get("notes", ()))
+        return cls(**d)
+
+    def monotone(self) -> bool:
+        """Whether no evaluated share falls (beyond both intervals) as epsilon grows."""
+        return all(b.unchanged_high >= a.unchanged_low for a, b in itertools.pairwise(self.points))
+
+    def resolve(self, target: Target | str) -> EpsilonResolution:
+        """The largest evaluated epsilon meeting ``target`` (upper bound), every smaller one meeting it too."""
+        tgt = parse_target(target)
+        chosen = None
+        nxt = None
+        for p in self.points:
+            if tgt.met_by(p):
+                chosen = p
+            else:
+                nxt = p
+                break
+        if chosen is None:
+            first = self.points[0]
+            raise InvalidParameterError(
+                "target",
+                str(tgt),
+                f"a target some epsilon meets: with {self.mechanism} on this embedding even epsilon="
+                f"{first.epsilon:g} leaves up to {first.unchanged_high:.1%} of a typical text's tokens unchanged",
+            )
+        return EpsilonResolution(tgt, chosen.epsilon, chosen, nxt, self.monotone())
+
+    def at(self, epsilon: float) -> tuple[float, float, str]:
+        """``(estimate, upper bound, how)`` of the unchanged share at ``epsilon`` (interpolated in log eps)."""
+        pts = self.points
+        if epsilon <= pts[0].epsilon:
+            p = pts[0]
+            if epsilon == p.epsilon:
+                return p.unchanged, p.unchanged_high, "measured"
+            return p.unchanged, p.unchanged_high, f"at most (epsilon {p.epsilon:g} is the table's smallest)"
+        if epsilon >= pts[-1].epsilon:
+            p = pts[-1]
+            how = "measured" if epsilon == p.epsilon else f"at least (epsilon {p.epsilon:g} is the table's largest)"
+            return p.unchanged, p.unchanged_high, how
+        for a, b in itertools.pairwise(pts):
+            if a.epsilon <= epsilon <= b.epsilon:
+                if epsilon == a.epsilon:
+                    return a.unchanged, a.unchanged_high, "measured"
+                t = math.log(epsilon / a.epsilon) / math.log(b.epsilon / a.epsilon)
+                est = a.unchanged + t * (b.unchanged - a.unchanged)
+                return est, max(a.unchanged_high, b.unchanged_high), "interpolated"
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def verdict(self) -> str:
+        """In plain words: can this mechanism give both strong deniability and readable text here?"""
+        strong = [p for p in self.points if p.unchanged_high <= MOST]
+        if not strong:
+            return (
+                f"{self.mechanism} leaves most tokens of a typical text unchanged at every epsilon of the table "
+                f"(from {self.points[0].epsilon:g}): it cannot hide most words on this embedding."
+            )
+        best = strong[-1]
+        if best.changed_similarity is None or self.random_similarity is None:
+            return (
+                f"{self.mechanism}: up to epsilon {best.epsilon:g} at most half of a typical text's tokens survive "
+                f"(upper bound {best.unchanged_high:.0%})."
+            )
+        near_random = best.changed_similarity < self.random_similarity + 0.1
+        above = next((p for p in self.points if p.epsilon > best.epsilon), None)
+        cliff = ""
+        if above is not None:
+            over = next((p for p in self.points if p.unchanged >= 0.9), None)
+            if over is not None:
+                cliff = (
+                    f" The curve is steep: {best.unchanged:.0%} unchanged at epsilon {best.epsilon:g}, "
+                    f"{over.unchanged:.0%} at {over.epsilon:g}."
+                )
+        if near_random:
+            return (
+                f"No epsilon gives both readable text and strong deniability with {self.mechanism} on this "
+                f"embedding: where at most half of the tokens survive (epsilon <= {best.epsilon:g}), the "
+                f"replaced ones are about as similar to the original as random words (mean cosine "
+                f"{best.changed_similarity:.2f}, random words {self.random_similarity:.2f}), so the text "
+                f"reads as word salad; above it most words are released unchanged.{cliff}"
+            )
+        return (
+            f"{self.mechanism}: at epsilon {best.epsilon:g} at most {best.unchanged_high:.0%} of a typical text's "
+            f"tokens survive, and replaced words stay related (mean cosine {best.changed_similarity:.2f}, random "
+            f"words {self.random_similarity:.2f}).{cliff}"
+        )
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One dict per epsilon (the report's CSV and table)."""
+        return [asdict(p) for p in self.points]
+
+
+def table_key_options(
+    name: str, options: Mapping[str, Any] | None = None, mech: Mechanism | None = None
+) -> dict[str, Any]:
+    """The options a table is keyed by: declared, set away from their default, not runtime-only.
+
+    From ``options`` (validated by the registry) or, without them, read off ``mech``.
+    An option holding an object (a shared index) is keyed by nothing it could name: such a
+    mechanism is keyed as ``None`` (the caller then estimates instead of reading a table).
+    """
+    from ..mechanisms import options_of
+
+    out: dict[str, Any] = {}
+    for opt in options_of(name):
+        if opt.name in RUNTIME_OPTIONS:
+            continue
+        if options is not None:
+            if opt.name not in options or options[opt.name] is None:
+                continue
+            value = options[opt.name]
+        else:
+            value = getattr(mech, opt.name, opt.default)
+        if value is None or (value == opt.default and isinstance(value, str | int | float | bool)):
+            continue
+        if isinstance(value, np.generic):
+            value = value.item()
+        if not isinstance(value, str | int | float | bool):
+            raise _Unkeyable(opt.name)
+        out[opt.name] = value
+    return dict(sorted(out.items()))
+
+
+class _Unkeyable(Exception):
+    """An option value (an object) the table cannot be keyed by."""
+
+
+def calibration_params(name: str, options: Mapping[str, Any], tokens: int = DEFAULT_TOKENS) -> dict[str, Any]:
+    """The artefact parameters of a table (what it is a function of, besides the embedding)."""
+    return {
+        "mechanism": name,
+        "options": dict(options),
+        "tokens": int(tokens),
+        "seed": PUBLIC_SEED,
+        "version": TABLE_VERSION,
+    }
+
+
+def _grid_refined(points: dict[float, CalibrationPoint]) -> list[float]:
+    """New epsilons between evaluated coarse neighbours whose share moves by more than REFINE_WHEN."""
+    eps = sorted(points)
+    new = []
+    for a, b in itertools.pairwise(eps):
+        if abs(points[b].unchanged - points[a].unchanged) > REFINE_WHEN:
+            ratio = (b / a) ** (1.0 / REFINE_STEPS)
+            new += [a * ratio**i for i in range(1, REFINE_STEPS)]
+    return new
+
+
+def build_table(
+    embedding: Vocabulary,
+    name: str,
+    options: Mapping[str, Any] | None = None,
+    *,
+    tokens: int = DEFAULT_TOKENS,
+    epsilons: Sequence[float] | None = None,
+    show_progress: bool | None = None,
+) -> CalibrationTable:
+    """Measure the curve of mechanism ``name`` on ``embedding`` (public data only; seeded, deterministic).
+
+    ``epsilons``: evaluate exactly these; default: the coarse grid 0.5..64 (stopping once
+    the share saturates), refined to steps of 9% where the share moves.
+    """
+    import warnings
+
+    from .._validation import check_int
+    from ..mechanisms import make_mechanism, validate_options
+
+    check_int("tokens", tokens, minimum=16)
+    opts = validate_options(name, dict(options or {}))
+    ids = reference_ids(embedding.size, tokens)
+    neighbours = nearest_other_words(embedding, ids) if hasattr(embedding, "vectors") else None
+    points: dict[float, CalibrationPoint] = {}
+
+    def run(eps: float) -> CalibrationPoint:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", NotPrivateWarning)
+            mech = make_mechanism(name, embedding, eps, **opts)
+        p = evaluate_point(mech, ids, neighbours=neighbours)
+        points[p.epsilon] = p
+        log.info("calibration %s: epsilon %g -> %.1f%% unchanged", name, eps, 100 * p.unchanged)
+        return p
+
+    if epsilons is not None:
+        for e in sorted({float(e) for e in epsilons}):
+            run(e)
+    else:
+        for e in COARSE:
+            if run(e).unchanged >= SATURATED:
+                break
+        for e in _grid_refined(points):
+            run(e)
+    random_sim = None
+    if hasattr(embedding, "vectors"):
+        other = reference_ids(embedding.size, tokens, PUBLIC_SEED + 2)
+        random_sim = float(_cosines(embedding, ids, other).mean())
+    return CalibrationTable(
+        mechanism=name,
+        options=table_key_options(name, opts),
+        fingerprint=embedding.fingerprint,
+        tokens=int(tokens),
+        seed=PUBLIC_SEED,
+        points=tuple(points[e] for e in sorted(points)),
+        random_similarity=random_sim,
+    )
+
+
+TABLE_FILE = "table.json"
+
+
+def build_calibration_artefact(
+    embedding: Vocabulary, params: dict[str, Any], folder: Path, show_progress: bool | None
+) -> None:
+    """The artefact builder of kind ``calibration``: ``table.json``."""
+    table = build_table(
+        embedding, str(params["mechanism"]), dict(params["options"]), tokens=int(params["tokens"]),
+        show_progress=show_progress,
+    )  # fmt: skip
+    (folder / TABLE_FILE).write_text(table.to_json(), encoding="utf-8")
+
+
+def open_table(
+    embedding: Vocabulary, name: str, options: Mapping[str, Any] | None = None, tokens: int = DEFAULT_TOKENS
+) -> CalibrationTable | None:
+    """The prepared table, or None when it was never prepared (a damaged one raises ArtefactError)."""
+    from ..artefacts import open_artefact
+
+    params = calibration_params(name, table_key_options(name, options or {}), tokens)
+    info = open_artefact(embedding, CALIBRATION_KIND, params)
+    if info is None:
+        return None
+    return CalibrationTable.from_json(info.file(TABLE_FILE).read_text(encoding="utf-8"))
+
+
+def obtain_table(
+    embedding: Vocabulary, name: str, options: Mapping[str, Any] | None = None, tokens: int = DEFAULT_TOKENS
+) -> CalibrationTable:
+    """The prepared table, built now (once, stored like ``deniable prepare --calibration``) when missing."""
+    from ..artefacts import obtain_artefact
+
+    key = table_key_options(name, options or {})
+    params = calibration_params(name, key, tokens)
+    flags = "".join(f" --{k.replace('_', '-')} {v}" for k, v in key.items())
+    notice = (
+        f"deniable: no calibration table for {name} on this embedding yet; measuring it now on public "
+        f"data (once, stored; `deniable prepare --calibration -m {name}{flags}` does it ahead)"
+    )
+    info = obtain_artefact(embedding, CALIBRATION_KIND, params, notice=notice)
+    return CalibrationTable.from_json(info.file(TABLE_FILE).read_text(encoding="utf-8"))
+
+
+def resolve_epsilon(
+    embedding: Vocabulary, name: str, target: Target | str, options: Mapping[str, Any] | None = None
+) -> EpsilonResolution:
+    """``epsilon="auto"``: the table's (prepared, or measured now) choice for ``target``."""
+    tgt = parse_target(target)
+    return obtain_table(embedding, name, options).resolve(tgt)
+
+
+# -- how strong a mechanism is, in words ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Strength:
+    """How much a mechanism hides of a typical text on its embedding (from public data only)."""
+
+    mechanism: str
+    epsilon: float
+    expected_unchanged: float  # share of a typical text's tokens released unchanged
+    upper: float  # its upper bound (confidence bound, or the next table point)
+    source: str  # "calibration table (...)" or "estimated now from N public tokens"
+    target: str | None = None  # the target epsilon="auto" met
+    similarity: float | None = None
+
+    @property
+    def weak(self) -> bool:
+        """Most tokens of a typical text would survive."""
+        return self.expected_unchanged > MOST
+
+    def sentence(self) -> str:
+        share = self.expected_unchanged
+        text = (
+            f"about {share:.0%} of the word tokens of a typical text are released unchanged by "
+            f"{self.mechanism} at epsilon={self.epsilon:g} on this embedding ({self.source})"
+        )
+        if self.target:
+            text += f"; epsilon chosen for the target {self.target} (upper bound {self.upper:.0%})"
+        return text
+
+    def warning(self) -> str | None:
+        if not self.weak:
+            return None
+        return (
+            f"WEAK: most words of a typical text ({self.expected_unchanged:.0%}) come out unchanged at "
+            f"epsilon={self.epsilon:g}; names and rare words survive even more often. For plausible "
+            f'deniability use a smaller epsilon, or `--epsilon auto --target "unchanged<=0.5"`'
+        )
+
+    def describe(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "epsilon": self.epsilon,
+            "target": self.target,
+            "expected_unchanged": round(self.expected_unchanged, 4),
+            "expected_unchanged_upper": round(self.upper, 4),
+            "source": self.source,
+            "statement": self.sentence(),
+        }
+        if self.similarity is not None:
+            d["mean_similarity"] = round(self.similarity, 4)
+        w = self.warning()
+        if w:
+            d["warning"] = w
+        return d
+
+
+def attach_resolution(mech: Mechanism, resolution: EpsilonResolution) -> None:
+    """Record on ``mech`` the target its epsilon was chosen for (read by :func:`strength`)."""
+    object.__setattr__(mech, "_epsilon_resolution", resolution)
+
+
+def resolution_of(mech: Mechanism) -> EpsilonResolution | None:
+    """The target ``mech``'s epsilon was chosen for (``epsilon="auto"``), or None."""
+    found = mech.__dict__.get("_epsilon_resolution")
+    return found if isinstance(found, EpsilonResolution) else None
+
+
+def strength(mech: Mechanism, *, options: Mapping[str, Any] | None = None) -> Strength:
+    """How strong ``mech`` is on its embedding: the prepared table's value at its epsilon, else an
+    estimate now from :data:`POINT_TOKENS` public reference tokens (memoized on ``mech``).
+
+    ``options``: the registry options ``mech`` was built with (default: read off ``mech``).
+    """
+    return mech._artefact("_calibration_strength", lambda: _strength(mech, options))
+
+
+def _strength(mech: Mechanism, options: Mapping[str, Any] | None) -> Strength:
+    from ..artefacts import ArtefactError
+
+    name = mech.name
+    eps = float(mech.epsilon)
+    res = resolution_of(mech)
+    table = None
+    try:
+        table = open_table(mech.embedding, name, table_key_options(name, options, None if options else mech))
+    except (_Unkeyable, ArtefactError):
+        table = None
+    if res is not None:
+        p = res.point
+        return Strength(
+            name, eps, p.unchanged, p.unchanged_high, f"calibration table, {p.tokens:,} public reference tokens",
+            str(res.target), p.similarity,
+        )  # fmt: skip
+    if table is not None:
+        est, hi, how = table.at(eps)
+        src = f"calibration table, {table.tokens:,} public reference tokens, {how}"
+        sim = next((p.similarity for p in table.points if p.epsilon == eps), None)
+        return Strength(name, eps, est, hi, src, None, sim)
+    log.info("deniable: estimating %s's strength at epsilon %g from public reference tokens", name, eps)
+    p = evaluate_point(mech, reference_ids(mech.embedding.size, POINT_TOKENS))
+    return Strength(
+        name, eps, p.unchanged, p.unchanged_high,
+        f"estimated now from {POINT_TOKENS:,} public reference tokens; `deniable prepare --calibration -m {name}` "
+        "stores the whole curve", None, p.similarity,
+    )  # fmt: skip
