@@ -101,11 +101,43 @@ class _State:
         self.ready = threading.Event()
         self.failed: str | None = None
         self.started = time.monotonic()
+        from ._timing import Timing
+
+        self.timing = Timing(timeout_s=config.timeout_s, enabled=config.pad_responses)
+        self.explain_draws: dict[_Key, int] = {}
+        #: work threads still running for requests already answered at their deadline (count toward the limit)
+        self.orphans = 0
+        self._orphans_lock = threading.Lock()
+        self._pool: Any = None
+
+    def orphan(self, work: Any) -> None:
+        """Count ``work`` (a concurrent future whose request was answered) as busy until it ends."""
+        with self._orphans_lock:
+            self.orphans += 1
+
+        def done(f: Any) -> None:  # on the work thread (or here, if already done)
+            with self._orphans_lock:
+                self.orphans -= 1
+            if not f.cancelled():
+                f.exception()  # retrieved: an error of abandoned work is not logged
+
+        work.add_done_callback(done)
+
+    @property
+    def pool(self) -> Any:
+        """The work threads (one per concurrent request; made on first use)."""
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            workers = self.config.max_concurrency + 1
+            self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="deniable-work")
+        return self._pool
 
     def build(self) -> None:
         """Load, build and prepare everything the config offers (start-up; logs nothing from requests)."""
         try:
             self._build()
+            self._calibrate()
         except Exception as exc:  # noqa: BLE001 - reported by /readyz and the log, never raised into a request
             self.failed = f"{type(exc).__name__}: {exc}"
             log.error("deniable service: preparation failed: %s", self.failed)
@@ -157,6 +189,72 @@ class _State:
                             for case in cfg.case:
                                 self.privatizers[(key, oov, case)] = Privatizer(mech, oov=oov, case=case)
 
+    def _calibrate(self) -> None:
+        """Time every offered instance on public words, before ready (see _timing.py): padding and deadlines.
+
+        Public inputs only: distinct vocabulary words spread from the most to the least
+        frequent (the slow case of every decode). Also bounds ``/v1/explain``'s draws so
+        that a sampled explanation takes at most a quarter of ``timeout_s``.
+        """
+        import numpy as np
+
+        from .._random import secure_generator
+        from ..calibrate import explain
+
+        cfg = self.config
+        emb = self.embedding
+        assert emb is not None
+        units = max(2, min(cfg.chunk_tokens, cfg.max_text_tokens, 256))
+        ids = np.unique(np.linspace(0, emb.size - 1, units).round().astype(np.int64))
+        words = [w for w in emb.words(ids.tolist()) if w]
+        gen = secure_generator()
+        for key, (mech, _) in self.mechanisms.items():
+            priv = self.privatizers[(key, cfg.oov[0], cfg.case[0])]
+
+            def measure(n: int, priv: "Privatizer" = priv) -> float:
+                text = " ".join(words[:: max(1, len(words) // n)][:n])
+                t0 = time.perf_counter()
+                priv.privatize_batch_with_stats([text], gen)
+                return time.perf_counter() - t0
+
+            self.timing.calibrate((key, "privatize"), measure, units=min(units, len(words)))
+            exact = bool(getattr(mech, "has_distribution", False))  # calibrate.explain: exact, no draws
+            draws = cfg.explain_draws
+            if not exact:  # sampled: as many draws as fit in a quarter of the deadline
+                draws = self._explain_draws(mech, words, 0.25 * cfg.timeout_s)
+            self.explain_draws[key] = draws
+
+            def measure_explain(
+                n: int, mech: "Mechanism" = mech, draws: int = draws, probe: Any = iter(range(10**9))
+            ) -> float:
+                word = words[next(probe) * 7 % len(words)]  # a different public word each time
+                others = [w for w in words if w != word][: n - 1]
+                t0 = time.perf_counter()
+                explain(mech, word, top=cfg.explain_top, against=others or None, draws=draws, samples=min(1000, draws))
+                return time.perf_counter() - t0
+
+            self.timing.calibrate((key, "explain"), measure_explain, units=min(11, len(words)), repeats=3)
+
+    def _explain_draws(self, mech: "Mechanism", words: list[str], seconds: float) -> int:
+        """The most draws (up to ``explain_draws``) a sampled explanation of public words makes in ``seconds``."""
+        from ..calibrate import explain
+
+        cfg = self.config
+
+        def timed(draws: int, word: str) -> float:
+            t0 = time.perf_counter()
+            explain(mech, word, top=cfg.explain_top, draws=draws, samples=min(1000, draws))
+            return time.perf_counter() - t0
+
+        a, b = min(100, cfg.explain_draws), min(2000, cfg.explain_draws)
+        probes = [words[0], words[len(words) // 2], words[-1]]
+        t_a = max(timed(a, w) for w in probes)
+        if b <= a:
+            return a
+        t_b = max(timed(b, w) for w in probes[::2])
+        per_draw = max(1e-9, (t_b - t_a) / (b - a))
+        return int(max(1, min(cfg.explain_draws, a + (seconds - t_a) / per_draw)))
+
 
 def _run_build(state: _State) -> None:
     state.build()
@@ -177,7 +275,6 @@ def create_app(
     ``/readyz`` (and every work endpoint) says 503 until it is done.
     """
     try:
-        import anyio
         from fastapi import Body, FastAPI, HTTPException, Request
         from fastapi.exceptions import RequestValidationError
         from fastapi.responses import HTMLResponse, JSONResponse
@@ -192,6 +289,13 @@ def create_app(
     from ._models import request_models
 
     cfg = config if config is not None else load_config()
+    if not cfg.pad_responses:
+        msg = (
+            "pad_responses is off: a response's time may reveal which words a request held "
+            "(which were kept, how many distinct); every response says so"
+        )
+        warnings.warn(msg, NotPrivateWarning, stacklevel=2)
+        log.warning("deniable service: %s", msg)
     state = _State(cfg, embedding)
     if not background:
         state.build()
@@ -253,6 +357,8 @@ def create_app(
         if background and not state.ready.is_set() and state.failed is None:
             threading.Thread(target=_run_build, args=(state,), name="deniable-prepare", daemon=True).start()
         yield
+        if state._pool is not None:
+            state._pool.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(
         title="deniable",
@@ -267,6 +373,8 @@ def create_app(
         retry_after_s=cfg.retry_after_s,
         work_paths=WORK_PATHS,
         api_key_digests=cfg.api_key_digests,
+        body_timeout_s=cfg.body_timeout_s,
+        busy=lambda: state.orphans,
     )
     app.state.deniable = state
 
@@ -357,10 +465,13 @@ def create_app(
                 "max_body_bytes": cfg.max_body_bytes,
                 "max_texts": cfg.max_texts,
                 "max_tokens": cfg.max_tokens,
+                "max_text_tokens": cfg.max_text_tokens,
                 "timeout_s": cfg.timeout_s,
+                "body_timeout_s": cfg.body_timeout_s,
                 "max_concurrency": cfg.max_concurrency,
             },
             "api_key_required": bool(cfg.api_key_digests),
+            "timing": state.timing.describe(),
         }
 
     @app.get("/v1/mechanisms", tags=["v1"])
@@ -389,41 +500,71 @@ def create_app(
         "mechanism": cfg.mechanisms[0].name,
     }
 
+    class _Stopped(Exception):
+        """The work would not finish by the request's deadline."""
+
+    async def bounded(fn: Any, deadline: float) -> Any:
+        """``fn()`` on a work thread; :class:`_Stopped` at ``deadline`` (the thread then runs on, counted busy)."""
+        import asyncio
+
+        work = state.pool.submit(fn)
+        try:
+            return await asyncio.wait_for(
+                asyncio.shield(asyncio.wrap_future(work)), max(0.0, deadline - time.monotonic())
+            )
+        except BaseException as exc:  # the deadline, or a cancellation: the thread cannot be stopped
+            state.orphan(work)
+            if isinstance(exc, TimeoutError):
+                raise _Stopped from None
+            raise
+
+    async def stopped(deadline: float) -> HTTPException:
+        """The 503 of a request stopped at its deadline, answered at the deadline (not earlier)."""
+        await state.timing.hold_until(deadline)
+        return HTTPException(
+            503,
+            [{"loc": ["server"], "msg": f"stopped after {cfg.timeout_s:g} s", "type": "timeout"}],
+            {"Retry-After": str(cfg.retry_after_s)},
+        )
+
     async def run_privatize(request: Request, req: Any) -> PrivatizeResponse:
         key, _, info = lookup(req)
+        start = time.monotonic()
+        deadline = start + cfg.timeout_s
         priv = state.privatizers[(key, req.oov, req.case)]
         counts = [len(split(t)) // 2 for t in req.texts]
         if sum(counts) > cfg.max_tokens:
             raise error(413, "texts", f"more than {cfg.max_tokens:,} word tokens in one request", "too_many_tokens")
-        # chunks of whole texts of about chunk_tokens tokens; the deadline is checked between them
-        chunks: list[list[str]] = [[]]
-        size = 0
+        if counts and max(counts) > cfg.max_text_tokens:
+            msg = f"a text has more than {cfg.max_text_tokens:,} word tokens: split it"
+            raise error(413, "texts", msg, "text_too_long")
+        # chunks of whole texts of about chunk_tokens tokens; the deadline is checked before and during each
+        chunks: list[tuple[list[str], int]] = [([], 0)]
         for text, n in zip(req.texts, counts, strict=True):
-            if chunks[-1] and size + n > cfg.chunk_tokens:
-                chunks.append([])
-                size = 0
-            chunks[-1].append(text)
-            size += n
-        deadline = time.monotonic() + cfg.timeout_s
+            if chunks[-1][0] and chunks[-1][1] + n > cfg.chunk_tokens:
+                chunks.append(([], 0))
+            chunks[-1][0].append(text)
+            chunks[-1] = (chunks[-1][0], chunks[-1][1] + n)
         gen = secure_generator()
         texts: list[str] = []
         tokens = changed = oov = 0
-        for chunk in chunks:
-            if time.monotonic() > deadline:
-                raise HTTPException(
-                    503,
-                    [{"loc": ["server"], "msg": f"stopped after {cfg.timeout_s:g} s", "type": "timeout"}],
-                    {"Retry-After": str(cfg.retry_after_s)},
-                )
+        for chunk, n in chunks:
+            if time.monotonic() + state.timing.predict((key, "privatize"), n + len(chunk)) > deadline:
+                raise await stopped(deadline)
             if await request.is_disconnected():
                 raise HTTPException(499, "client left")
             try:
-                out, stats = await anyio.to_thread.run_sync(priv.privatize_batch_with_stats, chunk, gen)
+                out, stats = await bounded(lambda chunk=chunk: priv.privatize_batch_with_stats(chunk, gen), deadline)
+            except _Stopped:
+                raise await stopped(deadline) from None
             except InvalidParameterError as exc:
                 raise error(422, exc.name, "not accepted", "invalid") from None
             texts += out
             tokens, changed, oov = tokens + stats.tokens, changed + stats.changed, oov + stats.oov
+        await state.timing.hold((key, "privatize"), sum(counts) + len(req.texts), start)
         policy = priv.describe()
+        if not cfg.pad_responses:
+            policy = {**policy, "not_protected": [*policy["not_protected"], UNPADDED]}
         return PrivatizeResponse(
             texts=texts,
             tokens=tokens,
@@ -472,16 +613,22 @@ def create_app(
         from ..calibrate import explain
 
         req: Any = body
-        _, mech, info = lookup(req)
+        key, mech, info = lookup(req)
+        start = time.monotonic()
+        deadline = start + cfg.timeout_s
         against = list(req.against) or None
+        draws = state.explain_draws.get(key, cfg.explain_draws)  # bounded in time at start-up (_calibrate)
 
         def work() -> Any:
-            return explain(mech, req.word, top=cfg.explain_top, against=against, draws=cfg.explain_draws)
+            return explain(mech, req.word, top=cfg.explain_top, against=against, draws=draws, samples=min(1000, draws))
 
         try:
-            ex = await anyio.to_thread.run_sync(work)
+            ex = await bounded(work, deadline)
+        except _Stopped:
+            raise await stopped(deadline) from None
         except InvalidParameterError:
             raise error(422, "word", "word and alternatives must be in the vocabulary", "not_in_vocabulary") from None
+        await state.timing.hold((key, "explain"), 1 + len(req.against), start)
         return ExplainResponse(
             mechanism=info,
             exact=ex.exact,
@@ -502,6 +649,10 @@ def create_app(
 
     __import__(f"{__name__}._device", fromlist=["_"]).install_device_routes(app, state)  # on-device: docs/device.md
     return app
+
+
+#: What an unpadded service's responses add to ``not_protected``.
+UNPADDED = "the response time (pad_responses = false): it may depend on which words were sent"
 
 
 def _finite(v: float) -> float:

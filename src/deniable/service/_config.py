@@ -9,7 +9,10 @@ The file is TOML (``.toml``) or JSON (anything else)::
 
     embedding = "/srv/glove"          # optional (default: GloVe 6B 50-d)
     max_tokens = 20000
+    max_text_tokens = 2048            # word tokens per text (413 beyond): bounds one unit of work
     timeout_s = 10
+    body_timeout_s = 10               # the whole body must arrive within this (408 beyond)
+    pad_responses = true              # deadline-padded responses (see _timing.py); false: NOT protected
     oov = ["random", "drop"]
     case = ["sentence", "lower"]
 
@@ -51,7 +54,7 @@ ENV_CONFIG = "DENIABLE_SERVICE_CONFIG"
 ENV_API_KEYS = "DENIABLE_API_KEYS"
 ENV_API_KEYS_FILE = "DENIABLE_API_KEYS_FILE"
 
-#: The default offer: the Laplace mechanism with a faiss exact decode at a few epsilons.
+#: The default offer: the Laplace mechanism with the faiss HNSW decode (prepared before /readyz) at a few epsilons.
 DEFAULT_EPSILONS = (1.0, 5.0, 10.0, 20.0, 50.0)
 
 
@@ -101,10 +104,22 @@ class ServiceConfig:
         Largest request body, enforced while reading (413 beyond).
     max_texts, max_tokens
         Most texts and word tokens in one request (422 / 413 beyond).
+    max_text_tokens
+        Most word tokens in one text (413 beyond): one text is one unit of work, so this
+        bounds the time between two deadline checks.
     chunk_tokens
-        Work is done in chunks of about this many tokens; the deadline is checked between chunks.
+        Work is done in chunks of whole texts of about this many tokens; the deadline is
+        checked before each chunk (with the chunk's calibrated time) and while it runs.
     timeout_s
-        A request that has not finished by then is stopped (503).
+        Every work request is answered within this many seconds of its start: a request that
+        would not finish by then is stopped and answered 503 with ``Retry-After`` at the deadline.
+    body_timeout_s
+        The whole request body must arrive within this many seconds (408 beyond); no work
+        slot is held while it arrives.
+    pad_responses
+        Hold each work response until a time that depends only on public quantities
+        (:mod:`deniable.service._timing`). ``False``: answers as soon as done, and the time
+        may reveal which words were sent (warned, stated in every response).
     max_concurrency
         Requests doing work at once per worker process; beyond: 503 with ``Retry-After``.
     explain_draws, explain_top
@@ -122,8 +137,11 @@ class ServiceConfig:
     max_body_bytes: int = 1 << 20
     max_texts: int = 1000
     max_tokens: int = 20_000
+    max_text_tokens: int = 2048
     chunk_tokens: int = 2048
     timeout_s: float = 10.0
+    body_timeout_s: float = 10.0
+    pad_responses: bool = True
     max_concurrency: int = 4
     retry_after_s: int = 1
     explain_draws: int = 2000
@@ -145,6 +163,7 @@ class ServiceConfig:
             ("max_body_bytes", 64),
             ("max_texts", 1),
             ("max_tokens", 1),
+            ("max_text_tokens", 1),
             ("chunk_tokens", 1),
             ("max_concurrency", 1),
             ("retry_after_s", 0),
@@ -154,9 +173,12 @@ class ServiceConfig:
             _check_int(name, getattr(self, name), minimum)
         if self.vocab_size is not None:
             _check_int("vocab_size", self.vocab_size, 1)
-        t = self.timeout_s
-        if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or t <= 0:
-            raise InvalidParameterError("timeout_s", t, "a finite number of seconds > 0")
+        for name in ("timeout_s", "body_timeout_s"):
+            t = getattr(self, name)
+            if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or t <= 0:
+                raise InvalidParameterError(name, t, "a finite number of seconds > 0")
+        if not isinstance(self.pad_responses, bool):
+            raise InvalidParameterError("pad_responses", self.pad_responses, "true or false")
         from ..privatizer import CASE_POLICIES, OOV_POLICIES
 
         for name, allowed in (("oov", OOV_POLICIES), ("case", CASE_POLICIES)):
@@ -230,9 +252,10 @@ def _offer(name: str, spec: object) -> MechanismOffer:
 def config_from_mapping(data: Mapping[str, Any]) -> ServiceConfig:
     """A :class:`ServiceConfig` from a parsed file (unknown keys are errors)."""
     data = dict(data)
-    # default: madlib with the exact numpy decode, which reads the memory-mapped embedding
-    # (shared by every worker) where faiss's flat index would be a copy per worker
-    mechs = data.pop("mechanisms", {"madlib": {"client": {"index": ["exact"]}}})
+    # default: madlib with the faiss HNSW decode, a prepared artefact built once (minutes) and
+    # loaded before /readyz: interactive (docs/service.md, "The default offer"); same guarantee
+    # as exact decode, a near-nearest word for some tokens; "exact" stays available to offer
+    mechs = data.pop("mechanisms", {"madlib": {"client": {"index": ["hnsw"]}}})
     if not isinstance(mechs, Mapping):
         raise InvalidParameterError("mechanisms", type(mechs).__name__, "a table of mechanism name -> offer")
     keys_file = data.pop("api_keys_file", None)
@@ -302,7 +325,7 @@ def load_config(
 ) -> ServiceConfig:
     """The configuration from ``path`` (or ``$DENIABLE_SERVICE_CONFIG``), ``overrides`` and API keys in the environment.
 
-    Without a file: the default offer (madlib, faiss exact decode, epsilons 1 to 50).
+    Without a file: the default offer (madlib, faiss HNSW decode, epsilons 1 to 50).
     ``overrides`` (e.g. ``embedding=...``) replace keys of the file; ``None`` values are ignored.
     """
     env = os.environ if environ is None else environ

@@ -1,22 +1,29 @@
-"""One ASGI middleware in front of the application: API keys, body size, concurrency.
+"""One ASGI middleware in front of the application: API keys, body size and time, concurrency.
 
 Order, per HTTP request to a protected path:
 
 1. **API key** (when keys are configured): ``Authorization: Bearer <key>`` or
    ``X-API-Key: <key>``; none gives 401, a wrong one 403. The key's SHA-256 digest is
    compared with every accepted digest in constant time (``hmac.compare_digest``).
-2. **Concurrency** (work paths only): beyond ``max_concurrency`` requests in progress,
-   503 with ``Retry-After`` at once (nothing is read or queued).
-3. **Body size**: a ``Content-Length`` above the limit is refused before reading; the
-   body is then read counting bytes and refused (413) as soon as it passes the limit,
-   before anything parses it. The application gets the buffered body, then the
-   connection's later messages (so it can see a client that left).
+2. **Body, bounded in size and time**, read whole *before* a work slot is taken: a
+   ``Content-Length`` above the limit is refused before reading (413); the body is read
+   counting bytes and refused (413) as soon as it passes the limit, and a client that has
+   not sent all of it within ``body_timeout_s`` gets 408 (``Connection: close``). A slow
+   sender therefore holds a socket for at most ``body_timeout_s``, never a work slot.
+3. **Concurrency** (work paths only): beyond ``max_concurrency`` requests in progress --
+   counting the work the application still runs for requests already answered at their
+   deadline (``busy``) -- 503 with ``Retry-After`` at once (nothing is queued).
+4. The application gets the buffered body, then the connection's later messages (so it
+   can see a client that left). If the server cancels the request (a SIGTERM's graceful
+   shutdown ran out of time), the client gets a JSON 503 with ``Retry-After`` rather than
+   the server's plain-text 500, and nothing is logged.
 
 Nothing here logs; the answers name the limit, never a value the client sent.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -58,6 +65,8 @@ class Guard:
         retry_after_s: int,
         work_paths: frozenset[str],
         api_key_digests: tuple[bytes, ...] = (),
+        body_timeout_s: float = 10.0,
+        busy: Callable[[], int] | None = None,
     ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
@@ -65,6 +74,8 @@ class Guard:
         self.retry_after_s = retry_after_s
         self.work_paths = work_paths
         self.digests = api_key_digests
+        self.body_timeout_s = body_timeout_s
+        self.busy = busy
         self.active = 0  # one event loop per process: no lock needed between awaits
 
     def _key_status(self, scope: Scope) -> int | None:
@@ -99,20 +110,47 @@ class Guard:
             headers = [(b"www-authenticate", b"Bearer")] if status == 401 else []
             await send_json(send, status, _error("header", msg, "unauthorized"), headers)
             return
+        body = await self._read_body(scope, receive, send)
+        if body is None:
+            return  # answered (400, 408, 413) or the client left
         work = path in self.work_paths
-        if work and self.active >= self.max_concurrency:
+        if work and self.active + (self.busy() if self.busy is not None else 0) >= self.max_concurrency:
             retry = [(b"retry-after", str(self.retry_after_s).encode())]
             await send_json(send, 503, _error("server", "busy: too many requests in progress; retry", "busy"), retry)
             return
         if work:
             self.active += 1
         try:
-            await self._with_body(scope, receive, send)
+            await self._call(scope, body, receive, send)
         finally:
             if work:
                 self.active -= 1
 
-    async def _with_body(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _call(self, scope: Scope, body: bytes, receive: Receive, send: Send) -> None:
+        buffered: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+        started = False
+
+        async def replay() -> Message:
+            if buffered:
+                return buffered.pop()
+            return await receive()
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, replay, tracked)
+        except asyncio.CancelledError:
+            # the server gave up on this request (graceful shutdown ran out): a JSON 503, no traceback
+            if not started:
+                retry = [(b"retry-after", str(self.retry_after_s).encode()), (b"connection", b"close")]
+                await send_json(send, 503, _error("server", "shutting down; retry", "shutting_down"), retry)
+
+    async def _read_body(self, scope: Scope, receive: Receive, send: Send) -> bytes | None:
+        """The whole body, or None once answered (400 / 408 / 413) or when the client left."""
         limit = self.max_body_bytes
         too_large = _error("body", f"the request body is larger than {limit:,} bytes", "too_large")
         for name, value in scope.get("headers", ()):
@@ -121,29 +159,36 @@ class Guard:
                     declared = int(value)
                 except ValueError:
                     await send_json(send, 400, _error("header", "Content-Length is not a number", "bad_header"))
-                    return
+                    return None
                 if declared > limit:
-                    await send_json(send, 413, too_large)
-                    return
+                    await send_json(send, 413, too_large, [(b"connection", b"close")])
+                    return None
         chunks: list[bytes] = []
         size = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return  # the client left: nothing to answer
-            body = message.get("body", b"")
-            size += len(body)
-            if size > limit:
-                await send_json(send, 413, too_large)
-                return
-            chunks.append(body)
-            if not message.get("more_body", False):
-                break
-        buffered: list[Message] = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
 
-        async def replay() -> Message:
-            if buffered:
-                return buffered.pop()
-            return await receive()
+        async def read() -> bool:  # True: complete; False: the client left
+            nonlocal size
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return False
+                part = message.get("body", b"")
+                size += len(part)
+                if size > limit:
+                    return True  # answered below
+                chunks.append(part)
+                if not message.get("more_body", False):
+                    return True
 
-        await self.app(scope, replay, send)
+        try:
+            complete = await asyncio.wait_for(read(), timeout=self.body_timeout_s)
+        except TimeoutError:
+            msg = f"the request body was not received within {self.body_timeout_s:g} s"
+            await send_json(send, 408, _error("body", msg, "body_timeout"), [(b"connection", b"close")])
+            return None
+        if not complete:
+            return None  # the client left: nothing to answer
+        if size > limit:
+            await send_json(send, 413, too_large, [(b"connection", b"close")])
+            return None
+        return b"".join(chunks)

@@ -1,0 +1,169 @@
+"""Deadline-padded responses: the time of a work response depends on public quantities only.
+
+Every mechanism's work takes a time that may depend on the words (which were kept, how
+many are distinct, frequent or rare: issue 27). The mechanisms are being made
+data-oblivious where they can be; this module is the service's defence in depth on top
+of that: each response of a work route (``/v1/privatize`` and its alias, ``/v1/explain``)
+is **held until a release time chosen from public quantities only**, with
+``await asyncio.sleep`` (no thread, no CPU is held while waiting).
+
+The schedule (predictive black-box mitigation, Askarov, Zhang and Myers, CCS 2010):
+
+* A request belongs to a **size class** (half octaves: ``c = ceil(2 log2(size))``, sizes up
+  to ``floor(2**(c/2))``) with ``size`` a public
+  quantity (``/v1/privatize``: word tokens + texts of the request, which the response
+  states anyway; ``/v1/explain``: 1 + the number of alternatives). One schedule per
+  (offered mechanism instance, route, size class).
+* Its **budget** starts from a calibration made at start-up, before ``/readyz``, on public
+  inputs only (distinct vocabulary words spread from the most to the least frequent):
+  ``margin * (t_1 + slope * top(c)) + floor_s`` where ``t_1`` is the slowest of a few one-token
+  calls and ``slope`` the per-token cost measured on ``calibration_tokens`` tokens.
+* A response is released at ``start + budget``. When the work is not done by then (a
+  *miss*), the class's budget **doubles** (as many times as needed) and the response is
+  released at the new ``start + budget``: release times are always points of the schedule,
+  and the schedule changes only on a miss. So what the latency can reveal is bounded by the
+  number of misses (at most ``log2(timeout_s / initial budget)`` per class; counted in
+  :attr:`Timing.misses`, which is neither logged nor served: a miss depends on the input). Budgets are
+  monotone in the size class (a doubled class lifts every larger class to at least its
+  budget) and never exceed the request's deadline (``timeout_s``).
+* A request stopped at its deadline (503) is answered at the deadline, not earlier.
+
+What it does not hide: the time spent before the work starts (reading the body, parsing
+JSON: functions of the body's length), a miss (one doubling, then hidden again), and the
+CPU the work consumes (a concurrent request's latency may still feel it: only a
+data-oblivious mechanism removes that). docs/service.md ("Timing") and
+docs/threat-model.md say the same for operators.
+
+``pad_responses = false`` in the configuration turns this off (the fastest answers;
+NotPrivateWarning at start-up, and every response lists the time among what is not
+protected).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+
+__all__ = ["Calibration", "Timing", "class_top", "size_class"]
+
+#: Default safety factor on the calibrated time (the calibration runs alone; requests share the CPU).
+MARGIN = 2.0
+#: Added to every budget: the event loop's own jitter (scheduling, the thread hop, JSON).
+FLOOR_S = 0.004
+
+
+def size_class(size: int) -> int:
+    """``ceil(2 * log2(size))`` (0 for sizes 0 and 1): half octaves, class ``c`` holds sizes up to ``class_top(c)``."""
+    c = 0
+    while class_top(c) < size:
+        c += 1
+    return c
+
+
+def class_top(c: int) -> int:
+    """The largest size of class ``c``: ``floor(2 ** (c / 2))``."""
+    return math.isqrt(1 << c)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What the start-up measurement found for one (instance, route): seconds for one unit, and per extra unit."""
+
+    t1: float
+    slope: float
+
+    def predict(self, size: int) -> float:
+        return self.t1 + self.slope * max(0, size - 1)
+
+
+@dataclass
+class Timing:
+    """The padding schedule of one worker process (see the module docstring).
+
+    ``enabled=False`` keeps the calibration (the deadline checks use it) but holds nothing.
+    """
+
+    timeout_s: float
+    enabled: bool = True
+    margin: float = MARGIN
+    floor_s: float = FLOOR_S
+    clock: Callable[[], float] = time.monotonic
+    calibrations: dict[Hashable, Calibration] = field(default_factory=dict)
+    budgets: dict[tuple[Hashable, int], float] = field(default_factory=dict)
+    misses: int = 0
+
+    # -- start-up -------------------------------------------------------------------------
+    def calibrate(self, key: Hashable, measure: Callable[[int], float], *, units: int, repeats: int = 3) -> Calibration:
+        """Measure ``measure(1)`` (``repeats`` times, the slowest kept) and ``measure(units)``; keep the model.
+
+        ``measure(n)`` runs the work on ``n`` public units and returns its wall time in
+        seconds. Called before the service is ready, on public inputs only.
+        """
+        t1 = max(measure(1) for _ in range(max(1, repeats)))
+        slope = 0.0
+        if units > 1:
+            tn = max(measure(units) for _ in range(max(1, repeats - 1)))
+            slope = max(0.0, (tn - t1) / (units - 1))
+        cal = Calibration(t1=t1, slope=slope)
+        self.calibrations[key] = cal
+        return cal
+
+    def predict(self, key: Hashable, size: int) -> float:
+        """The calibrated time of ``size`` units (0 when ``key`` was not calibrated)."""
+        cal = self.calibrations.get(key)
+        return cal.predict(size) if cal is not None else 0.0
+
+    # -- per request ----------------------------------------------------------------------
+    def budget(self, key: Hashable, size: int) -> float:
+        """The current budget of ``size``'s class (made from the calibration on first use)."""
+        c = size_class(size)
+        found = self.budgets.get((key, c))
+        if found is None:
+            found = min(self.timeout_s, self.margin * self.predict(key, class_top(c)) + self.floor_s)
+            # monotone in the class: never below a smaller class's (possibly doubled) budget
+            below = [b for (k, cc), b in self.budgets.items() if k == key and cc < c]
+            found = max([found, *below])
+            self.budgets[(key, c)] = found
+        return found
+
+    def release_at(self, key: Hashable, size: int, start: float, done: float) -> float:
+        """The release time of work that started at ``start`` and ended at ``done`` (doubling on a miss)."""
+        c = size_class(size)
+        budget = self.budget(key, size)
+        if done - start > budget:
+            while budget < done - start and budget < self.timeout_s:
+                budget = min(self.timeout_s, budget * 2)
+                self.misses += 1
+            self.budgets[(key, c)] = budget
+            for (k, cc), b in list(self.budgets.items()):  # larger classes: at least this budget
+                if k == key and cc > c and b < budget:
+                    self.budgets[(k, cc)] = budget
+        return start + budget
+
+    async def hold(self, key: Hashable, size: int, start: float) -> None:
+        """Sleep until the release time of work of ``size`` units that started at ``start`` (now done)."""
+        if not self.enabled:
+            return
+        target = self.release_at(key, size, start, self.clock())
+        await sleep_until(target, self.clock)
+
+    async def hold_until(self, target: float) -> None:
+        """Sleep until ``target`` (a deadline: the answer of a stopped request)."""
+        if self.enabled:
+            await sleep_until(target, self.clock)
+
+    def describe(self) -> dict[str, object]:
+        """Public facts for ``/v1/mechanisms``: on or off (never a budget or a miss: they depend on past inputs)."""
+        return {"padded": self.enabled}
+
+
+async def sleep_until(target: float, clock: Callable[[], float] = time.monotonic) -> None:
+    """``asyncio.sleep`` until ``clock() >= target`` (the loop's timer may wake a little early: loop)."""
+    while True:
+        left = target - clock()
+        if left <= 0 or not math.isfinite(left):
+            return
+        await asyncio.sleep(left)
