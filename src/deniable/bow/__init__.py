@@ -19,16 +19,21 @@ Quick start::
     release.save("out/")
 
 See ``docs/bow.md`` for the guarantee, what is released, and measured utility.
+
+``SynTF`` (Weggenmann and Kerschbaum 2018) is the other release of this room: synthetic
+term-frequency vectors drawn by the exponential mechanism, epsilon-DP between any two
+documents (``deniable.bow.syntf``).
 """
 
 from __future__ import annotations
 
-from . import compress, noise, pipeline, release, vectorize
+from . import compress, noise, pipeline, release, syntf, vectorize
 from .compress import *  # noqa: F403
 from .noise import *  # noqa: F403
 from .pipeline import *  # noqa: F403
 from .release import *  # noqa: F403
+from .syntf import *  # noqa: F403
 from .vectorize import *  # noqa: F403
 
 # every public name of the submodules, listed once: in the submodule's own ``__all__``
-__all__ = [*compress.__all__, *noise.__all__, *pipeline.__all__, *release.__all__, *vectorize.__all__]
+__all__ = [*compress.__all__, *noise.__all__, *pipeline.__all__, *release.__all__, *syntf.__all__, *vectorize.__all__]

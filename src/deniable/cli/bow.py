@@ -343,6 +343,18 @@ def evaluate_cmd(
             "non-zero entries than this (little compression at small eps/N).",
         ),
     ] = 3_000_000,
+    syntf_lengths: Annotated[
+        str,
+        typer.Option(
+            "--syntf-lengths",
+            help="SynTF beside LPLP: comma-separated output lengths n (one row per eps and n; the precision "
+            "column holds n). Empty: no SynTF rows.",
+        ),
+    ] = "",
+    syntf_neighbours: Annotated[
+        int,
+        typer.Option("--syntf-neighbours", help="SynTF's public similarity: k nearest GloVe neighbours (0: identity)."),
+    ] = 0,
     seeds: Annotated[
         str,
         typer.Option(
@@ -411,6 +423,8 @@ def evaluate_cmd(
             lda_iter=lda_iter,
             lda_doc_iter=lda_doc_iter,
             max_nonzero=max_nonzero,
+            syntf_lengths=parse_ints("--syntf-lengths", syntf_lengths, 1) if syntf_lengths.strip() else (),
+            syntf_neighbours=syntf_neighbours,
             vocab_size=vocab_size,
             random_state=seed_list[0],
             repeats=len(seed_list),

@@ -45,6 +45,7 @@ from .._validation import check_choice, check_epsilon, check_int
 from ..bow.compress import BinMap, frequency_bin_map, make_bin_map
 from ..bow.noise import TwoSidedGeometric
 from ..bow.pipeline import BowPrivatizer
+from ..bow.syntf import SynTF, neighbour_similarity
 from ..bow.vectorize import BowVectorizer, Vocabulary, count_words
 from .results import ExperimentConfig, ExperimentProgress, ExperimentRandomness, Results, write_files
 
@@ -274,6 +275,10 @@ class EvalConfig(ExperimentConfig):
     test_fraction: float = 0.25
     skip_duplicate_ratios: bool = True
     max_nonzero: int = 3_000_000
+    #: SynTF rows beside LPLP: one per (epsilon, output length n) (``precision`` column = n); empty: none
+    syntf_lengths: Sequence[int] = ()
+    #: SynTF's public similarity: ``k`` nearest embedding neighbours (0: the identity)
+    syntf_neighbours: int = 0
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -292,6 +297,10 @@ class EvalConfig(ExperimentConfig):
         check_int("lda_iter", self.lda_iter, minimum=1)
         check_int("lda_doc_iter", self.lda_doc_iter, minimum=1)
         check_int("max_nonzero", self.max_nonzero, minimum=1)
+        object.__setattr__(
+            self, "syntf_lengths", tuple(check_int("syntf_lengths", n, minimum=1) for n in self.syntf_lengths)
+        )
+        check_int("syntf_neighbours", self.syntf_neighbours, minimum=0)
         check_int("top_n", self.top_n, minimum=2)
         if not 0.05 <= self.test_fraction <= 0.5:
             raise InvalidParameterError("test_fraction", self.test_fraction, "a number in [0.05, 0.5]")
@@ -382,7 +391,14 @@ def run_evaluation(
     bins = [k for k in config.bins if k <= vocab.size]
     seeds = config.repeat_seeds(randomness)
     n_conditions = len(seeds) * (
-        2 + sum((1 + len(settings)) * (1 if s == "none" else len(bins)) for s in config.strategies)
+        2
+        + sum((1 + len(settings)) * (1 if s == "none" else len(bins)) for s in config.strategies)
+        + len(config.epsilons) * len(config.syntf_lengths)
+    )
+    similarity = (
+        neighbour_similarity(vocab, config.syntf_neighbours)
+        if config.syntf_lengths and config.syntf_neighbours
+        else None
     )
     report.say(
         f"{config.dataset}: {x.shape[0]:,} documents with counted words, vocabulary {vocab.size:,} "
@@ -499,6 +515,28 @@ def run_evaluation(
                             prec=prec,
                             acc=lsa_accuracy(m, labels, train, seed=seed),
                         )
+            # SynTF beside LPLP: synthetic vectors over the whole vocabulary (precision column = length n)
+            for eps in config.epsilons:
+                for n_terms in config.syntf_lengths:
+                    t0 = time.perf_counter()
+                    syn = SynTF(eps, n_terms, similarity=similarity)
+                    m = syn.privatize(x, np.random.default_rng([seed, round(eps * 1000), n_terms, 7]))
+                    phi = lda(m, seed)
+                    add(
+                        "private",
+                        "syntf" if similarity is None else f"syntf-nn{config.syntf_neighbours}",
+                        vocab.size,
+                        t0,
+                        {
+                            **_word_metrics(ref, phi, x, config.top_n),
+                            "jaccard_bins": jaccard_top_words(ref, phi, config.top_n),
+                            "chance_bins": chance_jaccard(vocab.size, config.top_n),
+                            "snr": math.nan,
+                        },
+                        eps=eps,
+                        prec=float(n_terms),
+                        acc=lsa_accuracy(m, labels, train, seed=seed),
+                    )
     return results
 
 
