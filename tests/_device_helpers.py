@@ -84,3 +84,20 @@ def export(folder: Path) -> dict[str, Path]:
         save_web_artefact(folder / name, web_artefact_of(mech))
         out[name] = folder / name
     return out
+
+
+#: What the test service offers (both device mechanisms, two epsilons each).
+OFFER = {
+    "brr": {"epsilons": [1, 3], "options": {"bits": 256, "binarizer": "simhash"}},
+    "madlib": {"epsilons": [5, 10], "options": {"index": "exact"}},
+}
+
+
+@cache
+def service_app() -> Any:
+    """The service on the test vocabulary, built once per test session (start-up prepares every instance)."""
+    pytest.importorskip("fastapi")
+    from deniable.service import create_app, load_config
+
+    mechanisms()  # the codes trained once, in this process's cache
+    return create_app(small_embedding(), load_config(environ={}, mechanisms=OFFER))

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _device_helpers import Harness, b64, export, mechanisms, small_embedding, unb64
+from _device_helpers import Harness, b64, export, mechanisms, service_app, unb64
 
 from deniable.metrics import hamming
 
@@ -40,14 +40,7 @@ def service() -> Iterator[object]:
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient
 
-    from deniable.service import create_app, load_config
-
-    offer = {
-        "brr": {"epsilons": [1], "options": {"bits": 256, "binarizer": "simhash"}},
-        "madlib": {"epsilons": [5], "options": {"index": "exact"}},
-    }
-    mechanisms()
-    with TestClient(create_app(small_embedding(), load_config(environ={}, mechanisms=offer))) as c:
+    with TestClient(service_app()) as c:
         yield c
 
 

@@ -13,21 +13,14 @@ import numpy as np
 import pytest
 
 pytest.importorskip("fastapi")
-from _device_helpers import VOCAB, b64, export, mechanisms, small_embedding  # noqa: E402
+from _device_helpers import OFFER, VOCAB, b64, export, mechanisms, service_app, small_embedding  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 
 from deniable.service import create_app, load_config  # noqa: E402
 
-OFFER = {
-    "brr": {"epsilons": [1, 3], "options": {"bits": 256, "binarizer": "simhash"}},
-    "madlib": {"epsilons": [5, 10], "options": {"index": "exact"}},
-}
-
-
 @pytest.fixture(scope="module")
 def client() -> Iterator[TestClient]:
-    mechanisms()  # the codes trained once, in this process's cache
-    with TestClient(create_app(small_embedding(), load_config(environ={}, mechanisms=OFFER))) as c:
+    with TestClient(service_app()) as c:
         yield c
 
 

@@ -39,6 +39,22 @@ const ops = {
     return { codes: b64(randomizedResponse(codes, a.bits, r.epsilon)) };
   },
   laplace: (r) => ({ noise: b64(laplaceNoise(r.count, r.dim, r.epsilon)) }),
+  // radius of each draw and the cosine of its direction with the unit vector r.axis
+  laplace_stats: (r) => {
+    const z = laplaceNoise(r.count, r.dim, r.epsilon);
+    const radius = new Float64Array(r.count);
+    const cos = new Float64Array(r.count);
+    for (let i = 0; i < r.count; i++) {
+      let sq = 0, dot = 0;
+      for (let k = 0; k < r.dim; k++) {
+        sq += z[i * r.dim + k] ** 2;
+        dot += z[i * r.dim + k] * r.axis[k];
+      }
+      radius[i] = Math.sqrt(sq);
+      cos[i] = dot / radius[i];
+    }
+    return { radius: b64(radius), cos: b64(cos) };
+  },
   brr_ties: async (r) => {
     const a = await artefact(r.artefact);
     return hammingTies(a.codes32, unb64(r.codes), a.bits);
