@@ -418,13 +418,18 @@ class TruncatedExponential(Mechanism):
     show_progress
         Progress bar while scanning the vocabulary (default: when stderr is a terminal).
     history_free
-        Keep no per-word state between calls (for long-lived processes such as a
-        service): no table built for a word is remembered, so the time a call takes
-        depends on the word's public neighbourhood and the prepared tables only, never
-        on which words were privatized before. Prepare the tables first, or every call
-        scans the vocabulary for its words; their memory map (shared by every
-        process) is then faulted in whole when opened, so no later page fault times
-        which rows were read before.
+        The service's mode (``deniable serve`` sets it): keep no per-word state between
+        calls, and sample **data-obliviously** (:mod:`._tem_oblivious`): every token makes
+        the same number of proposals through every branch, with no early exit for a kept
+        word and no dedup by distinct word, so the time of a call is a function of the
+        token count and the configuration, not of which words, whether they were kept or
+        how many were distinct (docs/threat-model.md, "Timing": the residue is CPU-cache
+        effects). Exact law, at a cost: 25-80k tokens/s on GloVe instead of 60k-4M.
+        Prepare the tables first (``deniable prepare -m tem -e EPS``), or every call scans
+        the vocabulary once per token; their memory map (shared by every process) is then
+        faulted in whole when opened, so no later page fault times which rows were read
+        before. The default (False) is the fastest path, whose time depends on the input:
+        for batch jobs where nobody times the calls.
     """
 
     name: ClassVar[str] = "tem"
@@ -770,6 +775,14 @@ class TruncatedExponential(Mechanism):
     def _privatize(self, flat: npt.NDArray[np.int64], rng: np.random.Generator) -> npt.NDArray[np.int64]:
         if self.history_free:  # time a function of the token count and the configuration only
             return privatize_oblivious(self, flat, rng)
+        return self._privatize_fast(flat, rng)
+
+    def _privatize_fast(self, flat: npt.NDArray[np.int64], rng: np.random.Generator) -> npt.NDArray[np.int64]:
+        """The fastest exact samplers (not history-free): the self test first, one table per distinct word.
+
+        Their time depends on the input (whether a word was kept, how many distinct words,
+        which words): docs/threat-model.md, "Timing".
+        """
         totals = self._token_totals(flat)
         if totals is None:
             return self._privatize_general(flat, rng)
