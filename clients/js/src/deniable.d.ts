@@ -1,0 +1,99 @@
+// Types of deniable.js (the on-device client of deniable; docs/device.md).
+
+export declare const UNICODE_VERSION: string;
+export declare const WEB_FORMAT: "deniable-web-device";
+export declare const WEB_VERSION: 1;
+
+// -- tokenizer (the same rules as deniable.text) --
+export declare function split(text: string): string[];
+export declare function words(text: string): string[];
+export declare function join(parts: string[]): string;
+export declare function isWord(s: string): boolean;
+export declare function capitalize(word: string): string;
+export declare function endsSentence(separator: string): boolean;
+export declare function render(
+  parts: string[],
+  out: string[],
+  options?: { caseMode?: "sentence" | "lower"; foldCase?: boolean },
+): string;
+
+// -- randomness (crypto.getRandomValues only) --
+export declare function randomBits53(): number;
+export declare function randomInt(n: number): number;
+export declare function standardNormal(): number;
+export declare function gammaInt(k: number, scale: number): number;
+
+// -- samplers and decoders --
+export declare function flipProbability(epsilon: number): number;
+export declare function randomizedResponse(codes: Uint8Array, bits: number, epsilon: number): Uint8Array;
+export declare function laplaceNoise(count: number, dim: number, epsilon: number): Float64Array;
+export declare function hammingTies(
+  codes: Uint32Array,
+  queries: Uint8Array,
+  bits: number,
+): { ties: number[][]; distances: number[] };
+export declare function decodeHamming(codes: Uint32Array, queries: Uint8Array, bits: number): number[];
+export declare function decodeNearest(vectors: Float32Array, queries: Float32Array, dim: number): number[];
+
+// -- artefacts --
+export interface FileSpec {
+  bytes: number;
+  sha256: string;
+}
+export interface Manifest {
+  format: "deniable-web-device";
+  version: 1;
+  mechanism: "brr" | "madlib";
+  vocab_size: number;
+  lowercase: boolean;
+  fingerprint: string;
+  bits?: number;
+  dim?: number;
+  files: Record<string, FileSpec>;
+  [key: string]: unknown;
+}
+export type Source = string | URL | ((name: string) => Promise<ArrayBuffer | Uint8Array>);
+export declare function loadArtefact(source: Source): Promise<Artefact>;
+export declare class Artefact {
+  constructor(manifest: Manifest, files: Record<string, Uint8Array>);
+  readonly manifest: Manifest;
+  readonly mechanism: "brr" | "madlib";
+  readonly words: string[];
+  readonly foldCase: boolean;
+  readonly size: number;
+  readonly bits?: number;
+  readonly dim?: number;
+  readonly codeBytes?: Uint8Array;
+  readonly codes32?: Uint32Array;
+  readonly vectors?: Float32Array;
+  lookup(token: string): number;
+}
+
+// -- the privatizer --
+export interface PrivatizerOptions {
+  epsilon: number;
+  mode?: "local" | "split";
+  decodeUrl?: string;
+  artefactId?: string;
+  padTo?: number;
+  oov?: "random";
+  case?: "sentence" | "lower";
+  headers?: Record<string, string>;
+  fetch?: typeof fetch;
+}
+export interface PrivatizeResult {
+  text: string;
+  tokens: number;
+  oov: number;
+  changed: number;
+}
+export declare class Privatizer {
+  constructor(artefact: Artefact, options: PrivatizerOptions);
+  readonly epsilon: number;
+  readonly mode: "local" | "split";
+  privatize(text: string): Promise<PrivatizeResult>;
+  privatizeBatch(texts: string[]): Promise<PrivatizeResult[]>;
+  perturb(ids: number[]): Uint8Array | Float32Array;
+  decodeLocal(noisy: Uint8Array | Float32Array): number[];
+  decodeRemote(noisy: Uint8Array | Float32Array): Promise<number[]>;
+}
