@@ -53,7 +53,7 @@ export interface Manifest {
   [key: string]: unknown;
 }
 export type Source = string | URL | ((name: string) => Promise<ArrayBuffer | Uint8Array>);
-export declare function loadArtefact(source: Source): Promise<Artefact>;
+export declare function loadArtefact(source: Source, options?: { headers?: Record<string, string> }): Promise<Artefact>;
 export declare class Artefact {
   constructor(manifest: Manifest, files: Record<string, Uint8Array>);
   readonly manifest: Manifest;

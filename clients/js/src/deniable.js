@@ -297,11 +297,11 @@ async function sha256Hex(bytes) {
   return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-function fetcher(source) {
+function fetcher(source, headers) {
   if (typeof source === "function") return async (name) => new Uint8Array(await source(name));
   const base = String(source).endsWith("/") ? String(source) : `${source}/`;
   return async (name) => {
-    const res = await fetch(new URL(name, base), { credentials: "same-origin" });
+    const res = await fetch(new URL(name, base), { credentials: "same-origin", headers });
     if (!res.ok) throw new Error(`artefact: ${name}: HTTP ${res.status}`);
     return new Uint8Array(await res.arrayBuffer());
   };
@@ -309,11 +309,12 @@ function fetcher(source) {
 
 /**
  * Load a web artefact whole: `source` is the folder's URL (ending with the artefact id) or a
- * function name -> bytes (Node: name => fs.readFile(path.join(dir, name))). Every file is
- * checked against the manifest's size and SHA-256 before use.
+ * function name -> bytes (Node: name => fs.readFile(path.join(dir, name))); `headers` go with
+ * every fetch (an API key). Every file is checked against the manifest's size and SHA-256
+ * before use. The URLs name only the artefact and its files: nothing about the text.
  */
-export async function loadArtefact(source) {
-  const get = fetcher(source);
+export async function loadArtefact(source, { headers = {} } = {}) {
+  const get = fetcher(source, headers);
   const manifestBytes = await get("manifest.json");
   const manifest = JSON.parse(new TextDecoder().decode(manifestBytes));
   if (manifest.format !== WEB_FORMAT) throw new Error(`artefact: not a ${WEB_FORMAT} manifest`);
