@@ -56,7 +56,9 @@ def test_case_keep_copies_nothing_for_a_case_sensitive_vocabulary() -> None:
         ("hockey zzz hockey", "Soccer soccer"),
         ("hockey zzz", "Soccer"),
         ("zzz hockey", "Soccer"),
-        ("zzz, hockey", ", Soccer"),  # the first word of a text gets a capital
+        ("zzz, hockey", "Soccer"),  # the comma left dangling at the start goes too
+        ("hockey, zzz, hockey", "Soccer, soccer"),
+        ("hockey (zzz) hockey", "Soccer soccer"),
         ("hockey zzz\nhockey", "Soccer\nsoccer"),
     ],
 )

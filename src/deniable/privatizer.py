@@ -57,9 +57,11 @@ class Privatizer:
     oov
         What to do with a word token that is not in the embedding: replace it with a
         uniformly ``"random"`` vocabulary word (default; private), ``"drop"`` it together
-        with one whitespace run next to it (no empty slot is left; the number of tokens
-        then shows how many were dropped), or ``"keep"`` it verbatim (NOT protected:
-        out-of-vocabulary tokens are often the most identifying ones; warns
+        with one whitespace run and the punctuation it would leave facing an empty slot
+        (``"a, zzz, b"`` -> ``"a, b"``, ``"(zzz)"`` -> ``""``; the rule is
+        :func:`deniable.text.close_gap`; the number of tokens then shows how many were
+        dropped), or ``"keep"`` it verbatim (NOT protected: out-of-vocabulary tokens are
+        often the most identifying ones; warns
         :class:`~deniable.NotPrivateWarning`).
     random_state
         ``None`` (default): a fresh cryptographically secure generator per call.

@@ -40,6 +40,7 @@ __all__ = [
     "Tokenizer",
     "apply_case",
     "capitalize",
+    "close_gap",
     "is_word",
     "join",
     "split",
@@ -55,9 +56,6 @@ SENTENCE_END = re.compile(r"[.!?][\"'\u2019\u201d\u00bb)\]]*\s")
 
 #: How output words are cased (for an all-lower-case vocabulary), see :meth:`Tokenizer.render`.
 CASE_POLICIES = ("sentence", "lower", "keep")
-
-_WHITESPACE_AT_START = re.compile(r"\A\s+")
-_WHITESPACE_AT_END = re.compile(r"\s+\Z")
 
 
 def split(text: str) -> list[str]:
@@ -204,12 +202,17 @@ class Tokenizer:
         verbatim
             Boolean mask of tokens emitted exactly as in the input.
         drop
-            Boolean mask of tokens removed. A dropped token goes together with one
-            whitespace run next to it so that no empty slot marks where it was:
-            the run before it, unless that run holds a line break and the run after it
-            does not (or there is none before), then the run after it. Punctuation is
-            never removed (``"a zzz b"`` -> ``"a b"``, ``"a zzz"`` -> ``"a"``,
-            ``"zzz, b"`` -> ``", b"``, ``"a zzz\\nb"`` -> ``"a\\nb"``).
+            Boolean mask of tokens removed. A dropped token goes so that no empty slot
+            marks where it was (:func:`close_gap` is the rule): the marks joined to it
+            (hyphens, slashes, apostrophes), an empty bracket or quote pair that held
+            only it, of two clause marks meeting where it was the weaker one
+            (``,`` < ``;:-`` < ``.!?``; the right one on a tie), a clause mark facing a
+            bracket, clause marks left dangling at the start or end of a text (a
+            sentence end is kept at the end), and one whitespace run (the one before
+            it, unless that run holds a line break and the one after does not). Two
+            kept words are never joined. Examples: ``"a zzz b"`` -> ``"a b"``,
+            ``"a, zzz, b"`` -> ``"a, b"``, ``"a (zzz) b"`` -> ``"a b"``,
+            ``"a, zzz."`` -> ``"a."``, ``"zzz, b"`` -> ``"b"``, ``"a zzz\\nb"`` -> ``"a\\nb"``.
         """
         check_choice("case", case, CASE_POLICIES)
         n = len(doc.tokens)
@@ -269,6 +272,69 @@ def _has_break(s: str) -> bool:
     return "\n" in s or "\r" in s
 
 
+#: Marks joined to a word (no space between): they go with a dropped word (``well-zzz`` -> ``well``).
+_GLUE = "-\u2010\u2011\u2013\u2014/'\u2019_&+@#"
+#: Bracket and quote pairs: an empty pair left where a dropped word was goes too.
+_PAIRS = {"(": ")", "[": "]", "{": "}", "<": ">", '"': '"', "\u201c": "\u201d", "\u2018": "\u2019", "\u00ab": "\u00bb"}
+_OPENERS = frozenset("([{<\u201c\u2018\u00ab")
+_CLOSERS = frozenset(")]}>\u201d\u2019\u00bb")
+#: Clause marks and their strength: of two meeting where a word was dropped, the weaker goes.
+_CLAUSE_RANK = {",": 1, ";": 2, ":": 2, "-": 2, "\u2013": 2, "\u2014": 2, ".": 3, "!": 3, "?": 3, "\u2026": 3}
+
+
+def _one_run(x: str, y: str) -> str:
+    """Of two whitespace runs, the one kept: the second, unless only the first holds a line break."""
+    if not x or not y:
+        return x or y
+    return x if _has_break(x) and not _has_break(y) else y
+
+
+def _opens(before: str, at_start: bool) -> bool:
+    """A straight quote opens when a space, an opening bracket or the start of the text is before it."""
+    return (at_start and not before) or (before[-1:].isspace() or before[-1:] in _OPENERS)
+
+
+def close_gap(left: str, right: str, *, at_start: bool = False, at_end: bool = False) -> str:
+    """The one separator that replaces ``left + dropped word + right`` (the rule of ``render(drop=...)``).
+
+    ``at_start``/``at_end``: no kept word before/after the gap in its text. Only separator
+    characters are removed, never added, except one space where two kept words would
+    otherwise touch. The result depends on the separators only, never on the dropped word.
+    """
+    left = left.rstrip(_GLUE)
+    right = right.lstrip(_GLUE)
+    while True:
+        lb = left.rstrip()
+        lws = left[len(lb) :]
+        rb = right.lstrip()
+        rws = right[: len(right) - len(rb)]
+        a, b = lb[-1:], rb[:1]
+        ra, rb_rank = _CLAUSE_RANK.get(a, 0), _CLAUSE_RANK.get(b, 0)
+        take_a = take_b = False
+        if a and b and _PAIRS.get(a) == b and (a != '"' or _opens(lb[:-1], at_start)):  # an empty pair
+            take_a = take_b = True
+        elif at_start and b and (rb_rank or b in _CLOSERS):  # nothing before it to attach to
+            take_b = True
+        elif at_end and a and (0 < ra < 3 or a in _OPENERS):  # a dangling comma or bracket at the end
+            take_a = True
+        elif a in _OPENERS and rb_rank:  # "(zzz, b)" -> "(b)"
+            take_b = True
+        elif ra and (b in _CLOSERS or (rb_rank and ra <= rb_rank)):  # "a, zzz)" -> "a)"; ", zzz." -> "."
+            take_a = True
+        elif ra and rb_rank:  # ". zzz," -> ". "
+            take_b = True
+        else:
+            break
+        if take_a:  # the whitespace runs on either side of the removed mark become one
+            body = lb[:-1].rstrip()
+            left = body + _one_run(lb[len(body) : -1], lws)
+        if take_b:
+            rest = rb[1:].lstrip()
+            right = _one_run(rws, rb[1 : len(rb) - len(rest)]) + rest
+    out = lb + (_one_run(lws, rws) if lws and rws else "") + rb  # one whitespace run goes with the word
+    return out if out or at_start or at_end else " "
+
+
 def _drop_tokens(
     parts: list[list[str]],
     out: npt.NDArray[np.object_],
@@ -288,15 +354,8 @@ def _drop_tokens(
         for j, tok in enumerate(toks):
             right = seps[j + 1]
             if gone[a + j]:
-                left = merged[-1]
-                lw = _WHITESPACE_AT_END.search(left)
-                rw = _WHITESPACE_AT_START.match(right)
-                if lw is not None and (rw is None or not _has_break(lw.group()) or _has_break(rw.group())):
-                    merged[-1] = left[: lw.start()] + right
-                elif rw is not None:
-                    merged[-1] = left + right[rw.end() :]
-                else:
-                    merged[-1] = left + right
+                at_end = bool(gone[a + j + 1 : a + len(toks)].all())
+                merged[-1] = close_gap(merged[-1], right, at_start=not kept, at_end=at_end)
             else:
                 kept.append(tok)
                 merged.append(right)
