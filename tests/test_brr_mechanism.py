@@ -84,7 +84,7 @@ def test_flip_masks_are_iid_bernoulli_per_bit() -> None:
     z2 = (both - p * p) / math.sqrt(p * p * (1 - p * p) / n)
     assert np.all(np.abs(z2) < 5.5)
     # number of flips per code ~ Binomial(m, p)
-    flips = bits.sum(axis=1)
+    flips = bits.sum(axis=1, dtype=np.int64)  # numpy 2.0's bincount refuses uint64
     observed = np.bincount(flips, minlength=m + 1)
     expected = stats.binom.pmf(np.arange(m + 1), m, p) * n
     keep = expected > 5
