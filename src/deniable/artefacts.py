@@ -15,7 +15,10 @@ write to disk (see docs/tem.md, "What is stored").
   and :func:`prepare` rebuilds it.
 - **Atomic and locked**: a build writes into a temporary folder that is renamed into
   place with its manifest, under an ``fcntl`` lock, so two processes preparing the same
-  artefact do the work once and readers never see half of one.
+  artefact do the work once and readers never see half of one. A killed build's
+  temporary folder is removed by the next build of that artefact, listed by
+  :func:`stale_temporaries` and deleted by :func:`remove_temporaries` (never one whose
+  build still holds the lock).
 - **Generic**: a kind is registered with :func:`register_kind` (a builder writing its
   files into a folder, and optionally a ``stale`` test for an artefact computed from
   other artefacts: an intact copy that no longer fits them is rebuilt, and not opened
@@ -32,8 +35,9 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,6 +51,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ArtefactError",
     "ArtefactInfo",
+    "Temporary",
     "artefact_path",
     "build_artefact",
     "content_id",
@@ -58,6 +63,8 @@ __all__ = [
     "prepare",
     "register_kind",
     "remove_artefacts",
+    "remove_temporaries",
+    "stale_temporaries",
 ]
 
 MANIFEST = "manifest.json"
@@ -277,7 +284,9 @@ def build_artefact(
                 pass  # damaged (or stale): rebuilt below
         if path.exists():
             shutil.rmtree(path)
-        tmp = path.parent / f".tmp-{path.name}-{uuid.uuid4().hex}"
+        for old in path.parent.glob(f"{_TMP}{path.name}-*"):  # an interrupted build's (we hold its lock)
+            shutil.rmtree(old, ignore_errors=True)
+        tmp = path.parent / f"{_TMP}{path.name}-{uuid.uuid4().hex}"
         tmp.mkdir(parents=True)
         try:
             t0 = time.perf_counter()
@@ -327,6 +336,82 @@ def list_artefacts(embedding: Vocabulary | None = None) -> list[ArtefactInfo]:
     return out
 
 
+_TMP = ".tmp-"
+
+
+@dataclass(frozen=True)
+class Temporary:
+    """The folder an interrupted build left behind (killed before its rename)."""
+
+    path: Path
+    disk_bytes: int
+
+
+def _lock_of(tmp: Path) -> Path:
+    """The lock of the artefact a temporary folder ``.tmp-<name>-<uuid>`` was building."""
+    return tmp.parent / f"{tmp.name[len(_TMP) :].rsplit('-', 1)[0]}.lock"
+
+
+@contextmanager
+def _unless_building(lock: Path) -> Iterator[bool]:
+    """Take ``lock`` without waiting: True (held for the block) when no build runs, else False."""
+    import fcntl
+
+    try:
+        fd = os.open(lock, os.O_RDWR)
+    except FileNotFoundError:
+        yield True  # never locked: nothing can be building it
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+def _tree_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def _temporary_folders(embedding: Vocabulary | None) -> list[Path]:
+    fp = embedding.fingerprint[:20] if embedding is not None else "*"
+    return sorted(p for p in (cache_dir() / "artefacts").glob(f"{fp}/prepared/*/{_TMP}*") if p.is_dir())
+
+
+def stale_temporaries(embedding: Vocabulary | None = None) -> list[Temporary]:
+    """Folders interrupted builds left in the cache (of ``embedding``, or of every one).
+
+    A temporary whose artefact is being built now (its lock is held by a live process)
+    is not stale and is left out. :func:`remove_temporaries` deletes the stale ones; a
+    later build of the same artefact deletes its own.
+    """
+    out = []
+    for tmp in _temporary_folders(embedding):
+        with _unless_building(_lock_of(tmp)) as free:
+            if free:
+                out.append(Temporary(tmp, _tree_bytes(tmp)))
+    return out
+
+
+def remove_temporaries(embedding: Vocabulary | None = None) -> list[Temporary]:
+    """Delete the stale temporaries (:func:`stale_temporaries`); returns what was removed.
+
+    Each is removed holding its artefact's lock, so a build starting meanwhile waits.
+    """
+    removed = []
+    for tmp in _temporary_folders(embedding):
+        with _unless_building(_lock_of(tmp)) as free:
+            if free and tmp.is_dir():
+                size = _tree_bytes(tmp)
+                shutil.rmtree(tmp, ignore_errors=True)
+                removed.append(Temporary(tmp, size))
+    return removed
+
+
 def legacy_tem_folders(embedding: Vocabulary | None = None) -> list[Path]:
     """Folders of the TEM disk cache of versions before 2026-11-23 (``artefacts/<fp>/tem``).
 
@@ -344,10 +429,12 @@ def remove_artefacts(
     """Delete prepared artefacts (of ``embedding``; only ``(kind, params)`` in ``artefacts`` if
     given, see :func:`planned_artefacts`); returns what was removed.
 
-    Without ``artefacts``, the legacy TEM folders (:func:`legacy_tem_folders`) go too.
+    Without ``artefacts``, the legacy TEM folders (:func:`legacy_tem_folders`) and the
+    stale temporaries of interrupted builds (:func:`remove_temporaries`) go too.
     """
     wanted = None if artefacts is None else {(k, _params_key(p)) for k, p in artefacts}
     if wanted is None:
+        remove_temporaries(embedding)
         for folder in legacy_tem_folders(embedding):
             shutil.rmtree(folder, ignore_errors=True)
         listed = {i.path for i in list_artefacts(embedding)}

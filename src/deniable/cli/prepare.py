@@ -79,7 +79,11 @@ def prepare_cmd(
     ] = False,
     remove: Annotated[
         bool,
-        typer.Option("--remove", help="Delete the prepared artefacts of this embedding (of --mechanism if given)."),
+        typer.Option(
+            "--remove",
+            help="Delete the prepared artefacts of this embedding (of --mechanism if given), and what interrupted "
+            "builds left in the cache (of every embedding; never a build that is running).",
+        ),
     ] = False,
     rebuild: Annotated[bool, typer.Option("--rebuild", help="Build again even when a verified copy exists.")] = False,
     calibration: Annotated[
@@ -104,7 +108,15 @@ def prepare_cmd(
     fresh `deniable privatize` or `deniable serve` is fast from its first batch.
     """
     from .._errors import InvalidParameterError
-    from ..artefacts import legacy_tem_folders, list_artefacts, planned_artefacts, prepare, remove_artefacts
+    from ..artefacts import (
+        legacy_tem_folders,
+        list_artefacts,
+        planned_artefacts,
+        prepare,
+        remove_artefacts,
+        remove_temporaries,
+        stale_temporaries,
+    )
 
     if list_ and remove:
         raise InvalidParameterError("--list", "with --remove", "one of --list or --remove")
@@ -113,9 +125,18 @@ def prepare_cmd(
         for info in infos:
             params = ", ".join(f"{k}={v}" for k, v in sorted(info.params.items()))
             typer.echo(f"{info.kind}\t{info.fingerprint[:12]}\t{_size(info.disk_bytes)}\t{params}\t{info.path}")
+        stale = stale_temporaries()
+        for tmp in stale:
+            typer.echo(f"(interrupted build)\t-\t{_size(tmp.disk_bytes)}\t-\t{tmp.path}")
         if not quiet:
             total = sum(i.disk_bytes for i in infos)
             err.print(f"{len(infos)} prepared artefact(s), {_size(total)}")
+        if stale:
+            err.print(
+                f"[yellow]warning:[/] {len(stale)} interrupted build(s) left {_size(sum(t.disk_bytes for t in stale))} "
+                "in the cache; `deniable prepare --remove` deletes them",
+                highlight=False,
+            )
         legacy = legacy_tem_folders()
         if legacy:
             err.print(
@@ -141,9 +162,13 @@ def prepare_cmd(
         return
     if remove:
         plan = planned_artefacts(emb, names, metric=metric or "euclidean", options=options) if mechanism else None
+        leftovers = remove_temporaries()  # of every embedding: never of use, never a running build
         removed = remove_artefacts(emb, plan)
         if not quiet:
             err.print(f"removed {len(removed)} artefact(s), {_size(sum(i.disk_bytes for i in removed))}")
+            if leftovers:
+                size = _size(sum(t.disk_bytes for t in leftovers))
+                err.print(f"removed {len(leftovers)} interrupted build(s), {size}", highlight=False)
         return
     infos = prepare(
         emb,
