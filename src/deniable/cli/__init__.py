@@ -15,6 +15,7 @@ from . import device as _device  # noqa: E402,F401
 from . import evaluate as _evaluate  # noqa: E402,F401
 from . import explain as _explain  # noqa: E402,F401
 from . import manifest as _manifest  # noqa: E402,F401
+from . import mechanisms as _mechanisms  # noqa: E402,F401
 
 # Command modules register themselves on import (one line each).
 from . import prepare as _prepare  # noqa: E402,F401

@@ -19,14 +19,13 @@ from ._common import (
     load_embedding_option,
     mechanism_command,
 )
+from .mechanisms import mechanism_flag_help
 
 
 @mechanism_command("audit")
 def audit_cmd(
     epsilon: Annotated[float, typer.Option("--epsilon", "-e", help="The claimed privacy parameter (> 0).")],
-    mechanism: Annotated[
-        str, typer.Option("--mechanism", "-m", help="madlib, tem, brr or another registered mechanism.")
-    ] = "madlib",
+    mechanism: Annotated[str, typer.Option("--mechanism", "-m", help=mechanism_flag_help())] = "madlib",
     pairs: Annotated[
         int, typer.Option("--pairs", "-p", help="Word pairs to test (half nearest neighbours, half random).")
     ] = 20,

@@ -18,15 +18,14 @@ from ._common import (
     mechanism_command,
     seeded,
 )
+from .mechanisms import mechanism_flag_help
 
 
 @mechanism_command("explain")
 def explain_cmd(
     word: Annotated[str, typer.Argument(help="The word to explain.")],
     epsilon: Annotated[float, typer.Option("--epsilon", "-e", help="Privacy parameter (> 0).")],
-    mechanism: Annotated[
-        str, typer.Option("--mechanism", "-m", help="madlib, tem, brr or another registered mechanism.")
-    ] = "madlib",
+    mechanism: Annotated[str, typer.Option("--mechanism", "-m", help=mechanism_flag_help())] = "madlib",
     top: Annotated[int, typer.Option("--top", "-k", help="How many likely outputs to list.")] = 10,
     against: Annotated[
         str | None,

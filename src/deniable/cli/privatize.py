@@ -21,6 +21,7 @@ from ._common import (
     seeded,
     warn_seed,
 )
+from .mechanisms import mechanism_flag_help
 
 
 def describe_parameters(described: dict[str, object]) -> str:
@@ -51,8 +52,8 @@ def privatize_cmd(
         typer.Option(
             "--mechanism",
             "-m",
-            help="madlib (multivariate Laplace), tem (truncated exponential), brr (binary randomized response) "
-            "or another registered mechanism. Its options are listed below, by mechanism.",
+            help=mechanism_flag_help("Default madlib (multivariate Laplace). ")
+            + " Their options are listed below, by mechanism.",
         ),
     ] = "madlib",
     column: Annotated[

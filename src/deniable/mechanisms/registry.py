@@ -31,7 +31,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EPSILON",
+    "MechanismInfo",
     "Option",
+    "catalogue",
     "check_epsilon_option",
     "make_mechanism",
     "mechanism_class",
@@ -235,12 +237,39 @@ def check_epsilon_option(value: object, *, client: bool = False, name: str = "ep
 # -- the registry -----------------------------------------------------------------------------
 _lock = threading.Lock()
 _registry: dict[str, str | type[Mechanism]] = {}
+_infos: dict[str, MechanismInfo] = {}
 
 
-def register(name: str, target: str | type[Mechanism], *, replace: bool = False) -> None:
+@dataclass(frozen=True)
+class MechanismInfo:
+    """What the catalogue says of a mechanism, declared once at registration.
+
+    ``deniable mechanisms``, ``deniable privatize --help`` and the service's ``/v1/mechanisms``
+    read it (with the class's own ``guarantee_form``, ``metric`` and capabilities, see
+    :func:`catalogue`).
+    """
+
+    #: one line: what the mechanism does
+    summary: str = ""
+    #: the paper it implements
+    paper: str = ""
+    #: the guarantee, in a formula or a few words
+    guarantee: str = ""
+    #: "O(1)", "k-NN search", "O(V d)", ... per token (the class of its cost)
+    speed: str = ""
+    #: what ``deniable prepare`` builds for it ("" = nothing)
+    prepared: str = ""
+    #: its page in docs/
+    page: str = ""
+
+
+def register(
+    name: str, target: str | type[Mechanism], *, replace: bool = False, info: MechanismInfo | None = None
+) -> None:
     """Register a mechanism class under ``name``: ``"module:Class"`` (imported on first use) or the class.
 
-    The class declares its options in ``options`` (a tuple of :class:`Option`).
+    The class declares its options in ``options`` (a tuple of :class:`Option`); ``info`` is
+    its entry in the catalogue (:func:`catalogue`).
     """
     if not isinstance(name, str) or not name.isidentifier():
         raise InvalidParameterError("name", _shown(name, False), "an identifier")
@@ -253,12 +282,14 @@ def register(name: str, target: str | type[Mechanism], *, replace: bool = False)
         if name in _registry and not replace:
             raise InvalidParameterError("name", name, "a name not registered yet (or replace=True)")
         _registry[name] = target
+        _infos[name] = info or MechanismInfo()
 
 
 def unregister(name: str) -> None:
     """Remove ``name`` from the registry (tests and plug-ins)."""
     with _lock:
         _registry.pop(name, None)
+        _infos.pop(name, None)
 
 
 def mechanism_names() -> list[str]:
@@ -319,6 +350,47 @@ def validate_options(name: str, options: Mapping[str, Any], *, client: bool = Fa
     return out
 
 
+def is_metric_dp(name: str) -> bool:
+    """Whether ``name``'s guarantee is metric DP (``epsilon * d`` for every pair of words): its class's
+    ``guarantee_form`` is ``"metric"``."""
+    return getattr(mechanism_class(name), "guarantee_form", "metric") == "metric"
+
+
+def catalogue(names: list[str] | None = None) -> list[dict[str, Any]]:
+    """One JSON-able row per registered mechanism (or per name of ``names``): the catalogue.
+
+    ``name``, ``summary``, ``paper``, ``guarantee`` (formula), ``guarantee_form`` (``"metric"``
+    or the sentence saying how it differs), ``metric_dp``, ``metric``, ``exact`` (the exact
+    output distribution is available), ``prepared``, ``speed``, ``page``. Declared once: the
+    :class:`MechanismInfo` given at registration and the class's own attributes.
+    """
+    rows = []
+    for name in mechanism_names() if names is None else names:
+        cls = mechanism_class(name)
+        with _lock:
+            info = _infos.get(name) or MechanismInfo()
+        metric = getattr(cls, "metric", None)
+        if not isinstance(metric, str):  # a property of the instance: the declared option's default
+            declared = {o.name: o for o in getattr(cls, "options", ())}
+            metric = str(declared["metric"].default) if "metric" in declared else "depends on its options"
+        rows.append(
+            {
+                "name": name,
+                "summary": info.summary,
+                "paper": info.paper,
+                "guarantee": info.guarantee,
+                "guarantee_form": getattr(cls, "guarantee_form", "metric"),
+                "metric_dp": is_metric_dp(name),
+                "metric": metric,
+                "exact": bool(getattr(cls, "has_distribution", False)),
+                "prepared": info.prepared,
+                "speed": info.speed,
+                "page": info.page,
+            }
+        )
+    return rows
+
+
 def make_mechanism(
     name: str, embedding: Vocabulary, epsilon: float | str, *, target: object = None, **options: Any
 ) -> Mechanism:
@@ -348,18 +420,152 @@ def make_mechanism(
 
 
 def _register_builtins() -> None:
-    register("madlib", "deniable.mechanisms.laplace:MultivariateLaplace")
-    register("tem", "deniable.mechanisms.tem:TruncatedExponential")
-    register("brr", "deniable.mechanisms.brr:BinaryRandomizedResponse")
-    register("mahalanobis", "deniable.mechanisms.mahalanobis:Mahalanobis")
-    register("vickrey", "deniable.mechanisms.vickrey:Vickrey")
-    register("exponential", "deniable.mechanisms.exponential:ExponentialMechanism")
-    register("santext", "deniable.mechanisms.santext:SanText")
-    register("santext_plus", "deniable.mechanisms.santext:SanTextPlus")
-    register("custext", "deniable.mechanisms.custext:CusText")
-    register("custext_plus", "deniable.mechanisms.custext:CusTextPlus")
-    register("truncated_gumbel", "deniable.mechanisms.truncated_gumbel:TruncatedGumbel")
-    register("diffractor", "deniable.mechanisms.diffractor:Diffractor")
+    i = MechanismInfo
+    nn = "one nearest-neighbour search"
+    register(
+        "madlib",
+        "deniable.mechanisms.laplace:MultivariateLaplace",
+        info=i(
+            "multivariate Laplace noise on the word vector, decoded to the nearest word",
+            "Feyisetan et al., WSDM 2020",
+            "eps * d_euclidean",
+            nn,
+            "HNSW index (index=auto/hnsw)",
+            "docs/madlib.md",
+        ),
+    )
+    register(
+        "tem",
+        "deniable.mechanisms.tem:TruncatedExponential",
+        info=i(
+            "truncated exponential mechanism: exponential weights within gamma, uniform beyond",
+            "Carvalho et al., TEM",
+            "eps * d (any metric)",
+            "O(|L_w|) with prepared tables",
+            "k-NN tables + envelope totals",
+            "docs/tem.md",
+        ),
+    )
+    register(
+        "brr",
+        "deniable.mechanisms.brr:BinaryRandomizedResponse",
+        info=i(
+            "randomized response on the bits of a binary code, decoded to the nearest code",
+            "Carvalho et al., BRR",
+            "eps * d_hamming on codes",
+            "one Hamming search",
+            "binary codes (+ binary HNSW)",
+            "docs/brr.md",
+        ),
+    )
+    register(
+        "mahalanobis",
+        "deniable.mechanisms.mahalanobis:Mahalanobis",
+        info=i(
+            "elliptical noise shaped by the embedding's covariance, decoded to the nearest word",
+            "Xu et al., PrivateNLP 2020",
+            "eps * d_M (Mahalanobis)",
+            nn,
+            "HNSW index (index=auto/hnsw)",
+            "docs/mechanisms/mahalanobis.md",
+        ),
+    )
+    register(
+        "vickrey",
+        "deniable.mechanisms.vickrey:Vickrey",
+        info=i(
+            "madlib or Mahalanobis noise, then the nearest or second-nearest word (threshold t)",
+            "Xu et al., PrivateNLP 2021",
+            "that of its noise (euclidean or d_M)",
+            "one 2-NN search",
+            "",
+            "docs/mechanisms/vickrey.md",
+        ),
+    )
+    register(
+        "exponential",
+        "deniable.mechanisms.exponential:ExponentialMechanism",
+        info=i(
+            "exponential mechanism over the whole vocabulary (TEM with gamma = infinity)",
+            "McSherry-Talwar 2007",
+            "eps * d (euclidean, angular)",
+            "O(V d)",
+            "",
+            "docs/mechanisms/exponential.md",
+        ),
+    )
+    register(
+        "santext",
+        "deniable.mechanisms.santext:SanText",
+        info=i(
+            "SanText: the euclidean exponential mechanism over the vocabulary",
+            "Yue et al., Findings ACL 2021",
+            "eps * d_euclidean",
+            "O(V d)",
+            "",
+            "docs/mechanisms/santext.md",
+        ),
+    )
+    register(
+        "santext_plus",
+        "deniable.mechanisms.santext:SanTextPlus",
+        info=i(
+            "SanText+: rare (sensitive) words sampled among sensitive words; others kept with prob. 1 - p",
+            "Yue et al., Findings ACL 2021",
+            "eps * d among sensitive words (+ ln(1/p)); kept words not protected",
+            "O(|V_S| d)",
+            "",
+            "docs/mechanisms/santext.md",
+        ),
+    )
+    register(
+        "custext",
+        "deniable.mechanisms.custext:CusText",
+        info=i(
+            "CusText: exponential mechanism within a customized output set of k words",
+            "Chen et al., Findings ACL 2023",
+            "eps-DP within each output set; none across sets",
+            "O(k)",
+            "",
+            "docs/mechanisms/custext.md",
+        ),
+    )
+    register(
+        "custext_plus",
+        "deniable.mechanisms.custext:CusTextPlus",
+        info=i(
+            "CusText+: CusText, stopwords kept",
+            "Chen et al., Findings ACL 2023",
+            "as custext; stopwords not protected",
+            "O(k)",
+            "",
+            "docs/mechanisms/custext.md",
+        ),
+    )
+    register(
+        "truncated_gumbel",
+        "deniable.mechanisms.truncated_gumbel:TruncatedGumbel",
+        info=i(
+            "Gumbel noise on distances to the k nearest words (as in MLDP's code); for comparison only",
+            "Carvalho et al., FLAIRS 2021",
+            "none: not metric DP for any eps",
+            "one k-NN search per distinct word",
+            "",
+            "docs/mechanisms/truncated_gumbel.md",
+        ),
+    )
+    register(
+        "diffractor",
+        "deniable.mechanisms.diffractor:Diffractor",
+        info=i(
+            "1-Diffractor: geometric or TEM noise on the word's position in 1-d nearest-neighbour lists",
+            "Meisenbacher et al., 2024",
+            "eps * max_l |pos_l(w) - pos_l(w')|",
+            "O(1) (geometric), O(gamma) (tem)",
+            "1-d lists (greedy 50-NN walk)",
+            "docs/mechanisms/diffractor.md",
+        ),
+    )
 
 
 _register_builtins()

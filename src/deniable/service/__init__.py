@@ -443,12 +443,14 @@ def create_app(
     # -- the API ---------------------------------------------------------------------------
     def offers() -> dict[str, Any]:
         from ..mechanisms import options_of
+        from ..mechanisms.registry import catalogue
 
         out = {}
         for offer in cfg.mechanisms:
             help_of = {o.name: o.help for o in options_of(offer.name)}
             d = offer.describe()
             d["help"] = {k: help_of.get(k, "") for k in offer.client}
+            d["catalogue"] = catalogue([offer.name])[0]  # guarantee form, metric, page (the registry's)
             if state.ready.is_set():  # each instance's epsilon (targets resolved) and strength, in words
                 d["privacy"] = [
                     {**info["privacy"], "offered": key[1], "options": dict(key[2])}

@@ -13,6 +13,7 @@ The file is TOML (``.toml``) or JSON (anything else)::
     timeout_s = 10
     body_timeout_s = 10               # the whole body must arrive within this (408 beyond)
     pad_responses = true              # deadline-padded responses (see _timing.py); false: NOT protected
+    allow_non_metric = false          # true: also offer mechanisms whose guarantee is not metric DP
     oov = ["random", "drop"]
     case = ["sentence", "lower"]
 
@@ -126,6 +127,10 @@ class ServiceConfig:
         Draws behind a sampled explanation, and likely outputs listed.
     api_key_digests
         SHA-256 digests of the accepted API keys (empty: no key needed).
+    allow_non_metric
+        Offer mechanisms whose guarantee is not metric DP (``guarantee_form`` other than
+        ``"metric"``: custext, custext_plus, santext_plus, truncated_gumbel). Refused by
+        default; ``/v1/mechanisms`` states each offered mechanism's guarantee form.
     """
 
     mechanisms: tuple[MechanismOffer, ...]
@@ -147,10 +152,23 @@ class ServiceConfig:
     explain_draws: int = 2000
     explain_top: int = 10
     api_key_digests: tuple[bytes, ...] = field(default=(), repr=False)
+    allow_non_metric: bool = False
 
     def __post_init__(self) -> None:
         if not self.mechanisms:
             raise InvalidParameterError("mechanisms", "(none)", "at least one offered mechanism")
+        if not isinstance(self.allow_non_metric, bool):
+            raise InvalidParameterError("allow_non_metric", self.allow_non_metric, "true or false")
+        from ..mechanisms.registry import is_metric_dp, mechanism_class
+
+        for m in self.mechanisms:
+            if not self.allow_non_metric and not is_metric_dp(m.name):
+                raise InvalidParameterError(
+                    f"mechanisms.{m.name}",
+                    "offered",
+                    "a mechanism whose guarantee is metric DP; its guarantee is: "
+                    f"{mechanism_class(m.name).guarantee_form} (set allow_non_metric = true to offer it anyway)",
+                )
         names = [m.name for m in self.mechanisms]
         if len(set(names)) != len(names):
             raise InvalidParameterError("mechanisms", ", ".join(names), "each mechanism once")
