@@ -1,11 +1,28 @@
-"""Throughput of ``deniable serve`` on loopback: requests/s and p50/p99 latency for 1, 8, 32 clients.
+"""Throughput of ``deniable serve`` on loopback: requests/s and p50/p99 latency per offer and number of clients.
 
-Starts the service (uvicorn, ``--workers N``) on 127.0.0.1 at a free port, waits for
-``/readyz``, then for each mechanism (TEM, the Laplace mechanism with the faiss exact
-decode) and each number of concurrent clients (httpx async) sends requests of three short
-review-like texts for at most ``--seconds`` or ``--requests`` each (bounded). Usage::
+Starts one service per offer (``deniable serve --workers N``, each on 127.0.0.1 at a free
+port), waits for every ``/readyz``, then runs ``--rounds`` interleaved rounds: in each
+round, every offer and every number of concurrent clients (httpx async, ``TCP_NODELAY``)
+sends requests for at most ``--seconds`` or ``--requests`` (bounded). Prints one row per
+offer and level: the median over rounds of req/s, p50 and p99 latency, with min-max.
 
-    python bench/bench_service.py --vocab-size 50000 --workers 2
+The request (``--request``): ``reviews`` (default) holds three short review-like texts, 30
+words; ``playground`` one text as the playground page sends it (its example sentence).
+Epsilon ``--epsilon`` (10); the offer's default options (no ``options`` sent).
+
+Offers (``--offers``, comma separated):
+
+- ``default``: the service's default configuration (no file: madlib with the prepared HNSW
+  decode, deadline-padded responses, ``max_concurrency`` 4 per worker);
+- ``default-unpadded``: the same with ``pad_responses = false`` (the cost of padding);
+- ``madlib-exact``, ``madlib-exact-unpadded``: madlib with the exact numpy decode (the
+  previous default offer), padded or not;
+- ``tem``: TEM at ``--epsilon`` from prepared tables (minutes to prepare for the whole
+  vocabulary on a fresh cache).
+
+Usage::
+
+    python bench/bench_service.py --offers default,default-unpadded,madlib-exact-unpadded --clients 1,8
 """
 
 from __future__ import annotations
@@ -21,17 +38,29 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-#: one request: three short review-like texts (the issue's "3 short texts" request)
-TEXTS = [
-    "The movie was a great surprise and the actors were funny.",
-    "The story moved fast and the music was lovely.",
-    "I would watch it again with my family next weekend.",
-]
+REQUESTS = {
+    #: three short review-like texts (the issue's "3 short texts" request), 30 words
+    "reviews": [
+        "The movie was a great surprise and the actors were funny.",
+        "The story moved fast and the music was lovely.",
+        "I would watch it again with my family next weekend.",
+    ],
+    #: what the playground page sends for its example (one text)
+    "playground": ["The hockey game was great, and the rocket launch too."],
+}
+OFFERS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "default-unpadded": {"pad_responses": False},
+    "madlib-exact": {"mechanisms": {"madlib": {"client": {"index": ["exact"]}}}},
+    "madlib-exact-unpadded": {"mechanisms": {"madlib": {"client": {"index": ["exact"]}}}, "pad_responses": False},
+    "tem": {"mechanisms": {"tem": {}}},
+}
 
 
 def free_port() -> int:
@@ -66,7 +95,6 @@ async def level(url: str, body: dict[str, object], clients: int, seconds: float,
         wall = time.perf_counter() - t0
     lat = np.array(latencies) * 1000
     return {
-        "clients": clients,
         "requests": len(latencies),
         "non_200": errors,
         "rps": len(latencies) / wall,
@@ -75,62 +103,101 @@ async def level(url: str, body: dict[str, object], clients: int, seconds: float,
     }
 
 
+def start(name: str, args: argparse.Namespace, tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    config = {**OFFERS[name]}
+    if name == "tem":
+        config["mechanisms"] = {"tem": {"epsilons": [args.epsilon]}}
+    path = tmp / f"{name}.json"
+    path.write_text(json.dumps(config))
+    cmd = [sys.executable, "-c", "from deniable.cli import main; main()", "serve", "--config", str(path)]
+    cmd += ["--port", str(port), "--workers", str(args.workers)]
+    if args.vocab_size:
+        cmd += ["--vocab-size", str(args.vocab_size)]
+    if args.embedding:
+        cmd += ["--embedding", args.embedding]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.Popen(cmd, env=env), f"http://127.0.0.1:{port}"
+
+
+def wait_ready(procs: dict[str, tuple[subprocess.Popen[bytes], str]], limit_s: float = 900) -> None:
+    t0 = time.monotonic()
+    waiting = set(procs)
+    while waiting and time.monotonic() - t0 < limit_s:
+        for name in sorted(waiting):
+            proc, url = procs[name]
+            if proc.poll() is not None:
+                raise SystemExit(f"the {name} server exited")
+            try:
+                if httpx.get(url + "/readyz", timeout=2).status_code == 200:
+                    waiting.discard(name)
+                    print(f"{name}: ready after {time.monotonic() - t0:.1f} s", flush=True)
+            except httpx.HTTPError:
+                pass
+        time.sleep(0.5)
+    if waiting:
+        raise SystemExit(f"not ready after {limit_s:.0f} s: {', '.join(sorted(waiting))}")
+
+
+def span(values: list[float], fmt: str = "{:.1f}") -> str:
+    return f"{fmt.format(float(np.median(values)))} ({fmt.format(min(values))}-{fmt.format(max(values))})"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--embedding", default=None)
-    ap.add_argument("--vocab-size", type=int, default=50_000)
+    ap.add_argument("--vocab-size", type=int, default=None, help="default: the whole vocabulary")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--seconds", type=float, default=8.0, help="per mechanism and level (bound)")
-    ap.add_argument("--requests", type=int, default=2000, help="per mechanism and level (bound)")
+    ap.add_argument("--offers", default="default,default-unpadded,madlib-exact-unpadded")
+    ap.add_argument("--request", choices=sorted(REQUESTS), default="reviews")
+    ap.add_argument("--seconds", type=float, default=6.0, help="per offer, level and round (bound)")
+    ap.add_argument("--requests", type=int, default=2000, help="per offer, level and round (bound)")
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--epsilon", type=float, default=10.0)
-    ap.add_argument("--clients", default="1,8,32")
+    ap.add_argument("--clients", default="1,8")
     args = ap.parse_args()
-
-    port = free_port()
-    config = {
-        "max_concurrency": 64,
-        "mechanisms": {
-            "madlib": {"epsilons": [args.epsilon], "client": {"index": ["flat"]}},
-            "tem": {"epsilons": [args.epsilon]},
-        },
-    }
+    offers = [o for o in args.offers.split(",") if o]
+    unknown = set(offers) - set(OFFERS)
+    if unknown:
+        raise SystemExit(f"unknown offers: {', '.join(sorted(unknown))} (known: {', '.join(OFFERS)})")
+    levels = [int(c) for c in args.clients.split(",")]
+    body = {"texts": REQUESTS[args.request], "epsilon": args.epsilon}
+    words = sum(len(t.split()) for t in body["texts"])  # type: ignore[union-attr]
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "service.json"
-        path.write_text(json.dumps(config))
-        cmd = [sys.executable, "-c", "from deniable.cli import main; main()", "serve", "--config", str(path)]
-        cmd += ["--port", str(port), "--workers", str(args.workers), "--vocab-size", str(args.vocab_size)]
-        if args.embedding:
-            cmd += ["--embedding", args.embedding]
-        env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        proc = subprocess.Popen(cmd, env=env)
-        url = f"http://127.0.0.1:{port}"
+        procs = {name: start(name, args, Path(tmp)) for name in offers}
         try:
-            t0 = time.monotonic()
-            while time.monotonic() - t0 < 600:
-                try:
-                    if httpx.get(url + "/readyz", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if proc.poll() is not None:
-                    raise SystemExit("the server exited")
-                time.sleep(0.5)
-            print(f"ready after {time.monotonic() - t0:.1f} s ({args.workers} workers, vocabulary {args.vocab_size:,})")
-            print("| mechanism | clients | requests | req/s | p50 ms | p99 ms | non-200 |")
+            wait_ready(procs)
+            results: dict[tuple[str, int], list[dict[str, float]]] = {}
+            for name in offers:  # warm-up
+                asyncio.run(level(procs[name][1], body, 1, 1.0, 20))
+            for _ in range(args.rounds):
+                for clients in levels:
+                    for name in offers:  # interleaved: every offer at this level, then the next level
+                        r = asyncio.run(level(procs[name][1], body, clients, args.seconds, args.requests))
+                        results.setdefault((name, clients), []).append(r)
+            print(
+                f"\nrequest: {args.request} ({len(body['texts'])} texts, ~{words} words), epsilon {args.epsilon:g}; "  # type: ignore[arg-type]
+                f"{args.workers} workers; {args.rounds} rounds of <= {args.seconds:g} s; median (min-max) over rounds"
+            )
+            print("| offer | clients | requests | req/s | p50 ms | p99 ms | non-200 |")
             print("|---|---:|---:|---:|---:|---:|---:|")
-            for mech in ("tem", "madlib"):
-                body = {"texts": TEXTS, "epsilon": args.epsilon, "mechanism": mech}
-                asyncio.run(level(url, body, 1, 1.0, 20))  # warm-up
-                for clients in (int(c) for c in args.clients.split(",")):
-                    r = asyncio.run(level(url, body, clients, args.seconds, args.requests))
+            for name in offers:
+                for clients in levels:
+                    rs = results[(name, clients)]
                     print(
-                        f"| {mech} | {clients} | {r['requests']:.0f} | {r['rps']:.1f} | {r['p50_ms']:.1f} | "
-                        f"{r['p99_ms']:.1f} | {r['non_200']:.0f} |",
+                        f"| {name} | {clients} | {sum(r['requests'] for r in rs):.0f} | "
+                        f"{span([r['rps'] for r in rs])} | {span([r['p50_ms'] for r in rs])} | "
+                        f"{span([r['p99_ms'] for r in rs])} | {sum(r['non_200'] for r in rs):.0f} |",
                         flush=True,
                     )
         finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=30)
+            for proc, _ in procs.values():
+                proc.send_signal(signal.SIGTERM)
+            for proc, _ in procs.values():
+                try:
+                    proc.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
 
 
 if __name__ == "__main__":

@@ -144,6 +144,9 @@ def test_playground_page_in_a_browser(server: str) -> None:
         driver.get(server + "/")
         wait = WebDriverWait(driver, 20)
         wait.until(lambda d: Select(d.find_element(By.ID, "mechanism")).options)
+        # it opens at a readable epsilon (madlib offers 1 and 10: not 1), and says what epsilon means
+        assert driver.find_element(By.ID, "epsilon").get_attribute("value") == "10"
+        assert "more privacy" in driver.find_element(By.ID, "epsilon-help").text
         Select(driver.find_element(By.ID, "mechanism")).select_by_value("tem")
         text = driver.find_element(By.ID, "text")
         text.clear()

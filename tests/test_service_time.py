@@ -196,25 +196,25 @@ def test_a_request_that_cannot_finish_in_time_stops_before_work(monkeypatch: pyt
 def test_explain_is_bounded_in_draws_and_time(monkeypatch: pytest.MonkeyPatch) -> None:
     import deniable.calibrate as calibrate
 
-    c = make(timeout_s=0.5, explain_draws=10**6)
+    c = make(timeout_s=1.0, explain_draws=10**7)
     state = c.app.state.deniable  # type: ignore[attr-defined]
     sampled = [k for k in state.explain_draws if k[0] == "madlib"]
     # a sampled explanation makes only the draws that fit in a quarter of the deadline (measured at start-up)
-    assert sampled and all(1 <= state.explain_draws[k] < 10**6 for k in sampled)
-    assert all(state.explain_draws[k] == 10**6 for k in state.explain_draws if k[0] == "tem")  # exact: no draws
+    assert sampled and all(1 <= state.explain_draws[k] < 10**7 for k in sampled)
+    assert all(state.explain_draws[k] == 10**7 for k in state.explain_draws if k[0] == "tem")  # exact: no draws
     t0 = time.monotonic()
     assert c.post("/v1/explain", json={"word": "hockey", "epsilon": 1}).status_code == 200
-    assert time.monotonic() - t0 < 1.0
+    assert time.monotonic() - t0 < 3.0
     original = calibrate.explain
 
     def slow(*a: Any, **k: Any) -> Any:
-        time.sleep(2.0)
+        time.sleep(6.0)
         return original(*a, **k)
 
     monkeypatch.setattr(calibrate, "explain", slow)
     t0 = time.monotonic()
     r = c.post("/v1/explain", json={"word": "hockey", "epsilon": 10, "mechanism": "tem"})
-    assert r.status_code == 503 and r.json()["detail"][0]["type"] == "timeout" and time.monotonic() - t0 < 1.5
+    assert r.status_code == 503 and r.json()["detail"][0]["type"] == "timeout" and time.monotonic() - t0 < 3.0
 
 
 def test_shutdown_during_a_request_answers_json_503_without_traceback(
@@ -275,7 +275,7 @@ def test_size_classes_are_half_octaves() -> None:
 
 def test_schedule_releases_on_the_budget_and_doubles_on_a_miss() -> None:
     t = Timing(timeout_s=1.0, margin=2.0, floor_s=0.0)
-    t.calibrate("k", lambda n: 0.001 * n, units=10, repeats=1)  # t1 = 1 ms, slope = 1 ms per unit
+    t.calibrate("k", lambda n, p: 0.001 * n, units=10, repeats=1)  # t1 = 1 ms, slope = 1 ms per unit
     b = t.budget("k", 30)
     assert b == pytest.approx(2 * 0.001 * class_top(size_class(30)))
     # work done before the budget: released at start + budget, whatever it took
@@ -300,7 +300,7 @@ def test_hold_sleeps_until_the_release_time() -> None:
         now[0] += s
 
     t = Timing(timeout_s=1.0, margin=1.0, floor_s=0.0, clock=lambda: now[0])
-    t.calibrate("k", lambda n: 0.1, units=1, repeats=1)
+    t.calibrate("k", lambda n, p: 0.1, units=1, repeats=1)
     original = asyncio.sleep
     asyncio.sleep = fake_sleep  # type: ignore[assignment]
     try:

@@ -58,7 +58,8 @@ def serve_cmd(
         workers=workers,
         access_log=False,
         log_level="warning",
-        timeout_graceful_shutdown=math.ceil(checked.timeout_s) + 2,
+        # a request is answered within body_timeout_s + timeout_s of its first byte: let it finish
+        timeout_graceful_shutdown=math.ceil(checked.body_timeout_s + checked.timeout_s) + 2,
     )
     server = uvicorn.Server(config_)
     if workers == 1:

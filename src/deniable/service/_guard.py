@@ -14,9 +14,11 @@ Order, per HTTP request to a protected path:
    counting the work the application still runs for requests already answered at their
    deadline (``busy``) -- 503 with ``Retry-After`` at once (nothing is queued).
 4. The application gets the buffered body, then the connection's later messages (so it
-   can see a client that left). If the server cancels the request (a SIGTERM's graceful
-   shutdown ran out of time), the client gets a JSON 503 with ``Retry-After`` rather than
-   the server's plain-text 500, and nothing is logged.
+   can see a client that left), and ``scope[RELEASE]``: a callable that gives the slot back
+   once the work is done (a response held until its release time holds no slot). If the
+   server cancels the request (a SIGTERM's graceful shutdown ran out of time), the client
+   gets a JSON 503 with ``Retry-After`` rather than the server's plain-text 500, and
+   nothing is logged.
 
 Nothing here logs; the answers name the limit, never a value the client sent.
 """
@@ -40,6 +42,11 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 PUBLIC_PATHS = frozenset(
     {"/", "/livez", "/readyz", "/health", "/docs", "/redoc", "/openapi.json", "/v1/mechanisms", "/mechanisms"}
 )
+
+
+#: Scope key of a callable that gives the work slot back early (the application calls it when its
+#: work is done and it only waits for the response's release time: a padded answer holds no slot).
+RELEASE = "deniable.release_slot"
 
 
 async def send_json(send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]] = ()) -> None:  # type: ignore[assignment]
@@ -118,13 +125,21 @@ class Guard:
             retry = [(b"retry-after", str(self.retry_after_s).encode())]
             await send_json(send, 503, _error("server", "busy: too many requests in progress; retry", "busy"), retry)
             return
+        held = work
         if work:
             self.active += 1
+
+        def release() -> None:  # the work is done (the answer may still be held until its release time)
+            nonlocal held
+            if held:
+                held = False
+                self.active -= 1
+
+        scope[RELEASE] = release
         try:
             await self._call(scope, body, receive, send)
         finally:
-            if work:
-                self.active -= 1
+            release()
 
     async def _call(self, scope: Scope, body: bytes, receive: Receive, send: Send) -> None:
         buffered: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]

@@ -96,16 +96,23 @@ class Timing:
     misses: int = 0
 
     # -- start-up -------------------------------------------------------------------------
-    def calibrate(self, key: Hashable, measure: Callable[[int], float], *, units: int, repeats: int = 3) -> Calibration:
-        """Measure ``measure(1)`` (``repeats`` times, the slowest kept) and ``measure(units)``; keep the model.
+    def calibrate(
+        self, key: Hashable, measure: Callable[[int, int], float], *, units: int, probes: int = 3, repeats: int = 3
+    ) -> Calibration:
+        """Keep the time model of ``key`` from ``measure(n, probe)``: the wall time of ``n`` public units.
 
-        ``measure(n)`` runs the work on ``n`` public units and returns its wall time in
-        seconds. Called before the service is ready, on public inputs only.
+        ``probe`` selects among public inputs (e.g. a frequent, a middle and a rare word): the
+        slowest probe is kept (the worst case over inputs), and of each probe the fastest of
+        ``repeats`` runs (the cost of the input, not of whatever else the machine was doing:
+        load is what the margin and the doubling absorb). One unit: ``probes`` probes;
+        ``units`` units: one probe (it spans the public inputs already). Called before the
+        service is ready, on public inputs only.
         """
-        t1 = max(measure(1) for _ in range(max(1, repeats)))
+        reps = max(1, repeats)
+        t1 = max(min(measure(1, p) for _ in range(reps)) for p in range(max(1, probes)))
         slope = 0.0
         if units > 1:
-            tn = max(measure(units) for _ in range(max(1, repeats - 1)))
+            tn = min(measure(units, 0) for _ in range(reps))
             slope = max(0.0, (tn - t1) / (units - 1))
         cal = Calibration(t1=t1, slope=slope)
         self.calibrations[key] = cal
