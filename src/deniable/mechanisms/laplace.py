@@ -25,6 +25,40 @@ DECODES = ("auto", *INDEXES)
 #: Constructor options of the decode (every other option is a parameter of the noise law).
 _DECODE_OPTIONS = ("index", "batch_size", "index_options")
 
+#: The smallest epsilon: below it the noise radius ``Gamma(n, 1/epsilon)`` can overflow 64-bit
+#: floats. From it up the decode is exact: see :func:`decode_far`.
+MIN_EPSILON = 1e-300
+#: A noisy vector farther than this many times the largest word vector norm (+1) is decoded in
+#: float64 by :func:`decode_far`: float32 distances there lose the differences between words.
+_FAR = 1e3
+
+
+def decode_far(noisy: npt.NDArray[np.float64], vectors: npt.NDArray[np.floating]) -> npt.NDArray[np.int64]:
+    """The nearest vocabulary vector to each row of ``noisy`` (float64, however large), exactly.
+
+    ``argmin_v ||q - v||^2 = argmin_v (||v||^2 / s - 2 v . q / s)`` for any ``s > 0``; with
+    ``s = max|q|`` every term stays finite and precise in float64. As ``||q||`` grows the
+    first term vanishes and the decode tends to the word farthest along the noise's
+    direction, ``argmax_v v . u``: the limit law as epsilon -> 0.
+    """
+    n = noisy.shape[0]
+    scale = np.abs(noisy).max(axis=1, keepdims=True)
+    scale[scale == 0] = 1.0
+    unit = noisy / scale
+    best = np.full(n, np.inf)
+    out = np.zeros(n, dtype=np.int64)
+    for a in range(0, vectors.shape[0], 32768):  # vocabulary chunks in float64, 64 rows at a time
+        chunk = np.asarray(vectors[a : a + 32768], dtype=np.float64)
+        sq = np.einsum("ij,ij->i", chunk, chunk)
+        for r in range(0, n, 64):
+            score = sq[None, :] / scale[r : r + 64] - 2.0 * (unit[r : r + 64] @ chunk.T)
+            arg = np.argmin(score, axis=1)
+            val = score[np.arange(arg.size), arg]
+            better = val < best[r : r + 64]
+            best[r : r + 64][better] = val[better]
+            out[r : r + 64][better] = arg[better] + a
+    return out
+
 
 def sample_laplace_noise(count: int, dim: int, epsilon: float, rng: np.random.Generator) -> npt.NDArray[np.float64]:
     """``count`` draws from the density ``p(z) ∝ exp(-epsilon * ||z||_2)`` on R^dim.
@@ -130,6 +164,10 @@ class MultivariateLaplace(Mechanism):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        if self.epsilon < MIN_EPSILON:
+            raise InvalidParameterError(
+                "epsilon", self.epsilon, f"a number >= {MIN_EPSILON:g} (below it the noise overflows 64-bit floats)"
+            )
         object.__setattr__(self, "batch_size", check_int("batch_size", self.batch_size, minimum=1))
         if not isinstance(self.embedding, Embedding):
             raise Embedding.type_error(self.embedding)
@@ -222,12 +260,31 @@ class MultivariateLaplace(Mechanism):
         # ids were validated once by Mechanism.privatize; no per-block re-validation here
         out = np.empty(ids.size, dtype=np.int64)
         vectors, index = self.embedding.vectors, self.search_index
+        far = None
         for s in range(0, ids.size, self.batch_size):
             block = ids[s : s + self.batch_size]
             noisy = self.noise(block.size, rng)
             noisy += vectors[block]
-            out[s : s + block.size] = index.search(noisy.astype(np.float32), 1)[1][:, 0]
+            if far is None:
+                far = self._far_limit()
+            big = np.abs(noisy).max(axis=1) > far
+            if big.any():  # tiny epsilon: float32 would lose (or overflow) the differences between words
+                out[s : s + block.size][big] = decode_far(noisy[big], vectors)
+                near = ~big
+                if near.any():
+                    out[s : s + block.size][near] = index.search(noisy[near].astype(np.float32), 1)[1][:, 0]
+            else:
+                out[s : s + block.size] = index.search(noisy.astype(np.float32), 1)[1][:, 0]
         return out
+
+    def _far_limit(self) -> float:
+        """The coordinate size above which a noisy vector is decoded by :func:`decode_far`."""
+        cached = getattr(self, "_far", None)
+        if cached is None:
+            norms = np.linalg.norm(self.embedding.vectors, axis=1)
+            cached = _FAR * (1.0 + float(norms.max(initial=0.0)))
+            object.__setattr__(self, "_far", cached)
+        return float(cached)
 
     def distance(self, w: int, w2: int) -> float:
         vec = self.embedding.vectors
