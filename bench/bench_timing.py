@@ -21,6 +21,7 @@ against ``deniable serve`` on 127.0.0.1 (one worker, one client, bounded request
     DENIABLE_CACHE=/tmp/h2-cache python bench/bench_timing.py --vocab-size 50000 --epsilon 10
     DENIABLE_CACHE=/tmp/h2-cache python bench/bench_timing.py --vocab-size 50000 --epsilon 10 --fast
     DENIABLE_CACHE=/tmp/h2-cache python bench/bench_timing.py --vocab-size 50000 --epsilon 10 --http
+    python bench/bench_timing.py --vocab-size 50000 --mechanisms tem,truncated_gumbel --throughput 10000
 
 Target (issue 27): every AUC within 0.5 +/- 0.05 (history-free mode, and the service).
 """
@@ -167,11 +168,21 @@ def print_table(title: str, results: dict[str, dict[str, dict[str, float]]]) -> 
 
 
 # -- library ---------------------------------------------------------------------------------------
-def build(name: str, emb: Any, eps: float, fast: bool) -> Any:
+def mechanism_options(name: str, decode: str | None) -> dict[str, Any]:
+    """The fixed options of ``name`` in this bench (``decode``: the ``index`` of mechanisms that decode)."""
+    from deniable.mechanisms import options_of
+
+    opts = dict(BUILD_OPTIONS.get(name, {}))
+    if decode and any(o.name == "index" and o.client for o in options_of(name)):
+        opts["index"] = decode
+    return opts
+
+
+def build(name: str, emb: Any, eps: float, fast: bool, decode: str | None = None) -> Any:
     from deniable import NotPrivateWarning
     from deniable.mechanisms import make_mechanism, options_of
 
-    opts = dict(BUILD_OPTIONS.get(name, {}))
+    opts = mechanism_options(name, decode)
     if not fast and any(o.name == "history_free" for o in options_of(name)):
         opts["history_free"] = True  # as the service builds it
     with warnings.catch_warnings():
@@ -184,7 +195,7 @@ def library(args: argparse.Namespace, emb: Any, pools: Any) -> dict[str, dict[st
 
     results = {}
     for name in args.mechanisms:
-        mech = build(name, emb, args.epsilon, args.fast)
+        mech = build(name, emb, args.epsilon, args.fast, args.decode)
         if name == "tem":
             from deniable.artefacts import prepare
 
@@ -214,9 +225,12 @@ def http(args: argparse.Namespace, emb: Any, pools: Any) -> dict[str, dict[str, 
     offer: dict[str, Any] = {}
     for name in args.mechanisms:
         offer[name] = {"epsilons": [args.epsilon]}
-        if name in BUILD_OPTIONS:
-            offer[name]["options"] = BUILD_OPTIONS[name]
-    config = {"max_concurrency": 4, "mechanisms": offer}
+        opts = mechanism_options(name, args.decode)
+        if opts:
+            offer[name]["options"] = opts
+    # allow_non_metric: truncated_gumbel and others are measured too (a bench, not an offer to recommend);
+    # --unpadded: the service's deadline padding (pad_responses) off, to see what the mechanisms alone leak
+    config = {"max_concurrency": 4, "mechanisms": offer, "allow_non_metric": True, "pad_responses": not args.unpadded}
     results: dict[str, dict[str, dict[str, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "service.json"
@@ -259,6 +273,39 @@ def http(args: argparse.Namespace, emb: Any, pools: Any) -> dict[str, dict[str, 
     return results
 
 
+def throughput(args: argparse.Namespace, emb: Any) -> None:
+    """tok/s of the history-free (oblivious) path against the fast one, interleaved rounds, same tokens."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _common import corpus_ids
+    from deniable._random import secure_generator
+    from deniable.artefacts import prepare
+
+    ids, source = corpus_ids(emb, args.throughput)
+    print(f"\nThroughput: {ids.size:,} tokens ({source}), {args.rounds} interleaved rounds: median [min-max] tok/s\n")
+    print("| mechanism | eps | fast path tok/s | history-free tok/s | cost |")
+    print("|---|---:|---:|---:|---:|")
+    for name in args.mechanisms:
+        for eps in [float(e) for e in args.epsilons.split(",")]:
+            if name == "tem":
+                prepare(emb, ["tem"], options={"epsilon": eps}, show_progress=False)
+            mechs = {key: build(name, emb, eps, key == "fast", args.decode) for key in ("fast", "free")}
+            gen = secure_generator()
+            rates: dict[str, list[float]] = {k: [] for k in mechs}
+            for m in mechs.values():
+                m.privatize(ids[:1000], gen)  # open the tables, warm up
+            for _ in range(args.rounds):
+                for key in np.random.default_rng().permutation(list(mechs)).tolist():
+                    t0 = time.perf_counter()
+                    mechs[key].privatize(ids, gen)
+                    rates[key].append(ids.size / (time.perf_counter() - t0))
+
+            def cell(r: list[float]) -> str:
+                return f"{np.median(r):,.0f} [{min(r):,.0f}-{max(r):,.0f}]"
+
+            cost = np.median(rates["fast"]) / np.median(rates["free"])
+            print(f"| {name} | {eps:g} | {cell(rates['fast'])} | {cell(rates['free'])} | {cost:.1f}x |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--vocab-size", type=int, default=50_000)
@@ -271,14 +318,27 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0, help="seed of the word choices (not of the mechanism)")
     ap.add_argument("--fast", action="store_true", help="the library's fast (not oblivious) path")
     ap.add_argument("--http", action="store_true", help="over HTTP (deniable serve) instead of the library")
+    ap.add_argument("--decode", default=None, help="index of the mechanisms that decode (flat, exact, hnsw, auto)")
+    ap.add_argument("--unpadded", action="store_true", help="--http with pad_responses = false")
+    ap.add_argument("--throughput", type=int, default=0, help="instead: tok/s fast vs history-free on N tokens")
+    ap.add_argument("--epsilons", default="3,5,10,20", help="epsilons of --throughput")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds of --throughput")
     args = ap.parse_args()
     args.mechanisms = [m.strip() for m in args.mechanisms.split(",") if m.strip()]
 
     from deniable.embedding import load_embedding
 
     emb = load_embedding(None, vocab_size=args.vocab_size)
+    if args.throughput:
+        throughput(args, emb)
+        return
     pools = word_pools(emb)
-    where = "HTTP (deniable serve, 1 worker)" if args.http else ("library, fast path" if args.fast else "library")
+    if args.http:
+        where = f"HTTP (deniable serve, 1 worker, {'unpadded' if args.unpadded else 'padded'})"
+    else:
+        where = "library, fast path" if args.fast else "library"
+    if args.decode:
+        where += f", decode {args.decode}"
     print(f"{where}; GloVe 6B 50-d, {emb.size:,} words; eps {args.epsilon:g}; cache {os.environ.get('DENIABLE_CACHE')}")
     results = http(args, emb, pools) if args.http else library(args, emb, pools)
     print_table(f"Timing AUCs ({where}, eps {args.epsilon:g})", results)

@@ -35,7 +35,9 @@ the embedding and the metric only, are memory-mapped, and are used automatically
 weight in the envelope is exactly 1, so ``u ~ U[0, total)`` below 1 returns the word from
 the envelope total alone (prepared per epsilon with ``deniable prepare -m tem -e EPS``,
 else memoized per process); the other tokens continue that same attempt.
-``history_free=True`` (for long-lived services) keeps no per-word state between calls.
+``history_free=True`` (for long-lived services) keeps no per-word state between calls
+and samples data-obliviously (:mod:`._tem_oblivious`: the same work for every token, so
+the time of a call depends on its token count and the configuration only).
 
 Every probability is computed from :meth:`Geometry.exact` (float64 distances by
 differences), the same function :meth:`TruncatedExponential.compact_distribution`
