@@ -40,7 +40,7 @@ CONFIGS: dict[str, tuple[str, dict[str, object], bool]] = {
     "santext_plus": ("santext_plus", {}, True),
     "truncated_gumbel": ("truncated_gumbel", {}, False),
     "diffractor (geometric)": ("diffractor", {}, False),
-    "diffractor (tem, gamma 5)": ("diffractor", {"noise": "tem", "gamma": 5.0}, False),
+    "diffractor (tem gamma 5)": ("diffractor", {"noise": "tem", "gamma": 5.0}, False),
 }
 
 
