@@ -291,6 +291,38 @@ def test_schedule_releases_on_the_budget_and_doubles_on_a_miss() -> None:
     assert t.release_at("k", 30, 0.0, 5.0) == pytest.approx(1.0)
 
 
+def test_a_doubled_budget_recovers_slowly_and_never_below_its_start() -> None:
+    t = Timing(timeout_s=10.0, margin=1.0, floor_s=0.0, recover_s=60.0, recover_after=100)
+    t.calibrate("k", lambda n, p: 0.1, units=1, repeats=1)
+    first = t.budget("k", 1)
+    t.release_at("k", 1, 0.0, 0.35)  # a miss: 0.1 -> 0.4
+    assert t.budget("k", 1) == pytest.approx(4 * first)
+    now = 1.0
+    for _ in range(99):  # fast answers, but not yet 100 of them
+        t.release_at("k", 1, now, now + 0.01)
+        now += 1.0
+    assert t.budget("k", 1) == pytest.approx(4 * first)
+    t.release_at("k", 1, now, now + 0.3)  # one slow-ish (over half the budget) answer resets the count
+    for _ in range(100):
+        now += 1.0
+        t.release_at("k", 1, now, now + 0.01)
+    assert t.budget("k", 1) == pytest.approx(2 * first) and t.recoveries == 1  # halved once
+    for _ in range(100):  # 100 more, but within 60 s of the last change: no second halving yet
+        now += 0.1
+        t.release_at("k", 1, now, now + 0.01)
+    assert t.budget("k", 1) == pytest.approx(2 * first)
+    for _ in range(400):
+        now += 1.0
+        t.release_at("k", 1, now, now + 0.01)
+    assert t.budget("k", 1) == pytest.approx(first)  # never below the calibrated start
+    strict = Timing(timeout_s=10.0, margin=1.0, floor_s=0.0, recover_s=0)
+    strict.calibrate("k", lambda n, p: 0.1, units=1, repeats=1)
+    strict.release_at("k", 1, 0.0, 0.35)
+    for i in range(1000):
+        strict.release_at("k", 1, 100.0 + i, 100.0 + i + 0.01)
+    assert strict.budget("k", 1) == pytest.approx(0.4) and strict.recoveries == 0
+
+
 def test_hold_sleeps_until_the_release_time() -> None:
     now = [10.0]
     slept: list[float] = []
@@ -351,7 +383,7 @@ def test_default_offer_is_madlib_with_a_prepared_hnsw_decode() -> None:
 def test_config_checks_the_new_limits() -> None:
     from deniable import InvalidParameterError
 
-    for bad in ({"body_timeout_s": 0}, {"max_text_tokens": 0}, {"pad_responses": "no"}):
+    for bad in ({"body_timeout_s": 0}, {"max_text_tokens": 0}, {"pad_responses": "no"}, {"pad_recover_s": -1}):
         with pytest.raises(InvalidParameterError, match=next(iter(bad))):
             load_config(environ={}, **bad)
     assert json.loads(json.dumps({"ok": 1}))  # the config stays JSON-able (deniable serve passes it on)

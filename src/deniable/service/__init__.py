@@ -103,7 +103,7 @@ class _State:
         self.started = time.monotonic()
         from ._timing import Timing
 
-        self.timing = Timing(timeout_s=config.timeout_s, enabled=config.pad_responses)
+        self.timing = Timing(timeout_s=config.timeout_s, enabled=config.pad_responses, recover_s=config.pad_recover_s)
         self.explain_draws: dict[_Key, int] = {}
         #: work threads still running for requests already answered at their deadline (count toward the limit)
         self.orphans = 0

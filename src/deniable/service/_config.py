@@ -13,6 +13,7 @@ The file is TOML (``.toml``) or JSON (anything else)::
     timeout_s = 10
     body_timeout_s = 10               # the whole body must arrive within this (408 beyond)
     pad_responses = true              # deadline-padded responses (see _timing.py); false: NOT protected
+    pad_recover_s = 60                # a padding budget may halve back at most this often (0: never)
     allow_non_metric = false          # true: also offer mechanisms whose guarantee is not metric DP
     oov = ["random", "drop"]
     case = ["sentence", "lower"]
@@ -121,6 +122,10 @@ class ServiceConfig:
         Hold each work response until a time that depends only on public quantities
         (:mod:`deniable.service._timing`). ``False``: answers as soon as done, and the time
         may reveal which words were sent (warned, stated in every response).
+    pad_recover_s
+        A padding budget that doubled after a slow response may halve back (never below its
+        calibrated start) after 100 fast ones, at most once per this many seconds per size
+        class; 0: never (the strict schedule: the leak bounded by the misses alone).
     max_concurrency
         Requests doing work at once per worker process; beyond: 503 with ``Retry-After``.
     explain_draws, explain_top
@@ -147,7 +152,8 @@ class ServiceConfig:
     timeout_s: float = 10.0
     body_timeout_s: float = 10.0
     pad_responses: bool = True
-    max_concurrency: int = 4
+    pad_recover_s: float = 60.0
+    max_concurrency: int = 8
     retry_after_s: int = 1
     explain_draws: int = 2000
     explain_top: int = 10
@@ -195,6 +201,9 @@ class ServiceConfig:
             t = getattr(self, name)
             if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or t <= 0:
                 raise InvalidParameterError(name, t, "a finite number of seconds > 0")
+        r = self.pad_recover_s
+        if isinstance(r, bool) or not isinstance(r, int | float) or not math.isfinite(r) or r < 0:
+            raise InvalidParameterError("pad_recover_s", r, "a finite number of seconds >= 0 (0: never)")
         if not isinstance(self.pad_responses, bool):
             raise InvalidParameterError("pad_responses", self.pad_responses, "true or false")
         from ..privatizer import CASE_POLICIES, OOV_POLICIES
@@ -239,7 +248,6 @@ def _epsilon_or_target(value: object, name: str) -> float | str:
 
 def _offer(name: str, spec: object) -> MechanismOffer:
     from ..mechanisms import options_of, validate_options
-    from ..mechanisms.registry import check_epsilon_option
 
     if not isinstance(spec, Mapping):
         raise InvalidParameterError(f"mechanisms.{name}", type(spec).__name__, "a table")

@@ -22,10 +22,17 @@ The schedule (predictive black-box mitigation, Askarov, Zhang and Myers, CCS 201
   *miss*), the class's budget **doubles** (as many times as needed) and the response is
   released at the new ``start + budget``: release times are always points of the schedule,
   and the schedule changes only on a miss. So what the latency can reveal is bounded by the
-  number of misses (at most ``log2(timeout_s / initial budget)`` per class; counted in
-  :attr:`Timing.misses`, which is neither logged nor served: a miss depends on the input). Budgets are
-  monotone in the size class (a doubled class lifts every larger class to at least its
-  budget) and never exceed the request's deadline (``timeout_s``).
+  number of schedule changes, not by the number of requests. Budgets are monotone in the
+  size class (a doubled class lifts every larger class to at least its budget) and never
+  exceed the request's deadline (``timeout_s``).
+* **Recovery** (so that one burst of load does not slow a long-lived service for ever): a
+  class's budget halves again, never below its first budget, after ``recover_after`` (100)
+  consecutive responses whose work took at most half of it, and at most once per
+  ``recover_s`` (``pad_recover_s``, 60 s; 0: never, the strict schedule). So the schedule
+  changes at most ``log2(timeout_s / first budget)`` times per class by misses, plus once
+  per ``recover_s`` per class by recoveries, each of those a statement about 100 requests
+  together. Misses and recoveries are counted (:attr:`Timing.misses`,
+  :attr:`Timing.recoveries`) but neither logged nor served: they depend on inputs.
 * A request stopped at its deadline (503) is answered at the deadline, not earlier.
 
 What it does not hide: the time spent before the work starts (reading the body, parsing
@@ -93,7 +100,15 @@ class Timing:
     clock: Callable[[], float] = time.monotonic
     calibrations: dict[Hashable, Calibration] = field(default_factory=dict)
     budgets: dict[tuple[Hashable, int], float] = field(default_factory=dict)
+    #: a class's budget may halve again (not below its first budget) after ``recover_after``
+    #: consecutive responses done within half of it, at most once per ``recover_s`` (0: never)
+    recover_s: float = 60.0
+    recover_after: int = 100
     misses: int = 0
+    recoveries: int = 0
+    _first: dict[tuple[Hashable, int], float] = field(default_factory=dict, repr=False)
+    _changed: dict[tuple[Hashable, int], float] = field(default_factory=dict, repr=False)
+    _on_time: dict[tuple[Hashable, int], int] = field(default_factory=dict, repr=False)
 
     # -- start-up -------------------------------------------------------------------------
     def calibrate(
@@ -134,21 +149,46 @@ class Timing:
             below = [b for (k, cc), b in self.budgets.items() if k == key and cc < c]
             found = max([found, *below])
             self.budgets[(key, c)] = found
+            self._first[(key, c)] = found
         return found
 
     def release_at(self, key: Hashable, size: int, start: float, done: float) -> float:
         """The release time of work that started at ``start`` and ended at ``done`` (doubling on a miss)."""
         c = size_class(size)
         budget = self.budget(key, size)
-        if done - start > budget:
-            while budget < done - start and budget < self.timeout_s:
+        took = done - start
+        if took > budget:
+            while budget < took and budget < self.timeout_s:
                 budget = min(self.timeout_s, budget * 2)
                 self.misses += 1
             self.budgets[(key, c)] = budget
             for (k, cc), b in list(self.budgets.items()):  # larger classes: at least this budget
                 if k == key and cc > c and b < budget:
                     self.budgets[(k, cc)] = budget
+            self._changed[(key, c)] = done
+            self._on_time[(key, c)] = 0
+            return start + budget
+        self._recover(key, c, budget, took, done)
         return start + budget
+
+    def _recover(self, key: Hashable, c: int, budget: float, took: float, now: float) -> None:
+        """Count an on-time response; halve the class's budget after enough of them (rate-limited)."""
+        if self.recover_s <= 0:
+            return
+        count = self._on_time.get((key, c), 0) + 1 if took <= budget / 2 else 0
+        self._on_time[(key, c)] = count
+        first = self._first.get((key, c), budget)
+        if (
+            count < self.recover_after
+            or budget <= first
+            or now - self._changed.get((key, c), -math.inf) < self.recover_s
+        ):
+            return
+        below = [b for (k, cc), b in self.budgets.items() if k == key and cc < c]
+        self.budgets[(key, c)] = max([first, budget / 2, *below])
+        self._changed[(key, c)] = now
+        self._on_time[(key, c)] = 0
+        self.recoveries += 1
 
     async def hold(self, key: Hashable, size: int, start: float) -> None:
         """Sleep until the release time of work of ``size`` units that started at ``start`` (now done)."""
