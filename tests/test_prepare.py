@@ -398,7 +398,10 @@ def test_brr_hnsw_prepared_listed_verified_and_used(
 
 
 def test_brr_hnsw_built_lazily_says_so_once(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     from deniable.binarize.device import CodeVocabulary
     from deniable.index import binary
@@ -414,19 +417,28 @@ def test_brr_hnsw_built_lazily_says_so_once(
     assert err.count("deniable:") == 1 and "binary HNSW" in err and builds == [1]  # codes and index: one notice
     BinaryRandomizedResponse(emb, 8.0, bits=64, binarizer="simhash", index="hnsw").privatize(ids)
     assert capsys.readouterr().err == "" and builds == [1]
-    # codes prepared, index not: the index's own notice, once
+    # codes prepared, index not: the index's own notice (logged: the CLI shows it after a second), once
     BinaryRandomizedResponse(emb, 8.0, bits=128, binarizer="simhash").prepare(show_progress=False)
     capsys.readouterr()
+    caplog.set_level("INFO", logger="deniable")
+    caplog.clear()
     BinaryRandomizedResponse(emb, 8.0, bits=128, binarizer="simhash", index="hnsw").privatize(ids)
-    err = capsys.readouterr().err
-    assert err.count("deniable:") == 1 and "binary HNSW index" in err and len(builds) == 2
+    (start,) = [r.getMessage() for r in caplog.records if getattr(r, "deniable_build", None) == "start"]
+    assert "binary HNSW index" in start and capsys.readouterr().err == "" and len(builds) == 2
     # given codes (a device artefact): kept in the store of that vocabulary, keyed by the codes
+    caplog.clear()
     dev = CodeVocabulary(emb.vocabulary, np.random.default_rng(1).integers(0, 256, (200, 8), dtype=np.uint8))
     for _ in range(2):
         BinaryRandomizedResponse(dev, 8.0, index="hnsw").privatize(ids)
     (info,) = list_artefacts(dev)
     assert info.kind == "binary-hnsw" and set(info.params["codes"]) == {"sha256"} and len(builds) == 3
-    assert capsys.readouterr().err.count("deniable:") == 1
+    starts = _build_starts(caplog)
+    assert len(starts) == 1 and "binary HNSW index" in starts[0]
+
+
+def _build_starts(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The builds the library logged (what the CLI shows when one takes over a second)."""
+    return [r.getMessage() for r in caplog.records if getattr(r, "deniable_build", None) == "start"]
 
 
 def _prepare_in_child(what: str, cache: str, log: str) -> None:
@@ -470,7 +482,10 @@ def test_two_processes_prepare_the_new_kinds_once(tmp_path: Path, monkeypatch: p
 
 
 def test_madlib_decode_choice_prepared_listed_verified_and_used(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     import deniable.artefacts as prep
     from deniable.index import tuned
@@ -517,11 +532,15 @@ def test_madlib_decode_choice_prepared_listed_verified_and_used(
     # a lazy choice says so once (the HNSW index it needs is built with it, silently)
     remove_artefacts(emb)
     capsys.readouterr()
+    caplog.set_level("INFO", logger="deniable")
+    caplog.clear()
     MultivariateLaplace(emb, 7.0).privatize(np.arange(20))
-    err = capsys.readouterr().err
-    assert err.count("deniable:") == 1 and "madlib epsilon=7.0" in err and len(measured) == 3
+    starts = _build_starts(caplog)  # the choice, then (inside it) the HNSW index: the CLI shows the first
+    assert "madlib epsilon=7.0" in starts[0] and sum("madlib epsilon" in m for m in starts) == 1
+    assert len(measured) == 3 and capsys.readouterr().err == ""
+    caplog.clear()
     MultivariateLaplace(emb, 7.0).privatize(np.arange(20))
-    assert capsys.readouterr().err == "" and len(measured) == 3
+    assert _build_starts(caplog) == [] and len(measured) == 3
     # removing one epsilon's choice (and the HNSW index it reads) leaves the others
     plan = prep.planned_artefacts(emb, ["madlib"], options={"epsilon": 7.0})
     assert [i.kind for i in remove_artefacts(emb, plan)] == ["decode-choice", "hnsw"]

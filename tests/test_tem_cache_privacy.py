@@ -19,7 +19,8 @@ from test_tem_support import force_path
 def snapshot(root: Path) -> dict[str, bytes]:
     """Every file under ``root``: relative name -> contents (lock files are empty).
 
-    A manifest's build time and date are left out (they differ between two builds).
+    A manifest's build time and date are left out (they differ between two builds), and so are
+    the inode and mtime in a verification stamp (file-system facts of the build, not of any input).
     """
     if not root.exists():
         return {}
@@ -31,6 +32,12 @@ def snapshot(root: Path) -> dict[str, bytes]:
                 m = json.loads(data)
                 del m["build_seconds"], m["created"]
                 data = json.dumps(m, sort_keys=True).encode()
+            elif p.name == "verified.json":
+                stamp = {
+                    k: {f: v for f, v in e.items() if f not in ("inode", "mtime_ns")}
+                    for k, e in json.loads(data).items()
+                }
+                data = json.dumps(stamp, sort_keys=True).encode()
             out[str(p.relative_to(root))] = data
     return out
 

@@ -1,14 +1,42 @@
-"""Progress bars: rich on a terminal, silent otherwise (pipes, CI, services)."""
+"""Progress bars (rich on a terminal, silent otherwise: pipes, CI, services) and the log
+records of long one-time work (:func:`building`), which the CLI turns into one line on stderr.
+
+The library never prints: what it says goes through :mod:`logging` (logger ``"deniable"``)
+and never holds user text. Configure logging (``logging.basicConfig(level=logging.INFO)``)
+to see its records in a program of your own.
+"""
 
 from __future__ import annotations
 
+import logging
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["progress"]
+__all__ = ["BUILD", "building", "log", "progress"]
+
+log = logging.getLogger("deniable")
+#: The ``extra`` key of :func:`building`'s records: ``"start"`` or ``"end"``.
+BUILD = "deniable_build"
+
+
+@contextmanager
+def building(description: str) -> Iterator[None]:
+    """Long one-time work (an index, prepared tables): an INFO record when it starts and one
+    when it ends (``description`` is one line and never holds user text).
+
+    The CLI shows ``description`` on stderr when the work is still running after a second.
+    """
+    t0 = time.perf_counter()
+    log.info("%s", description, extra={BUILD: "start"})
+    try:
+        yield
+    finally:
+        seconds = time.perf_counter() - t0
+        log.info("%s: done in %.1f s", description, seconds, extra={BUILD: "end", "deniable_seconds": seconds})
 
 
 def _interactive() -> bool:

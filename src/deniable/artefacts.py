@@ -10,9 +10,12 @@ the parameters), never of text being privatized: this is the only place mechanis
 write to disk (see docs/tem.md, "What is stored").
 
 - **Manifest**: kind, parameters, fingerprint, each file's size and sha256, build time.
-  :func:`open_artefact` checks sizes and checksums before anything is used (once per
-  process and file version); a truncated or altered file raises :class:`ArtefactError`
-  and :func:`prepare` rebuilds it.
+  :func:`open_artefact` checks sizes and checksums before anything is used; a truncated
+  or altered file raises :class:`ArtefactError` and :func:`prepare` rebuilds it. A file is
+  hashed whole once (at build, or by the first process that finds it changed); its stamp
+  (``verified.json``: inode, size, mtime, a hash of 16 sampled blocks) lets later processes
+  skip the full hash while the file is unchanged. :func:`verify_artefacts`
+  (``deniable prepare --verify``) hashes everything whole on demand.
 - **Atomic and locked**: a build writes into a temporary folder that is renamed into
   place with its manifest, under an ``fcntl`` lock, so two processes preparing the same
   artefact do the work once and readers never see half of one. A killed build's
@@ -31,7 +34,6 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 import threading
 import time
 import uuid
@@ -44,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._cache import cache_dir, file_lock
 from ._errors import DataError, InvalidParameterError
+from ._progress import building
 
 if TYPE_CHECKING:
     from .embedding import Vocabulary
@@ -65,6 +68,7 @@ __all__ = [
     "remove_artefacts",
     "remove_temporaries",
     "stale_temporaries",
+    "verify_artefacts",
 ]
 
 MANIFEST = "manifest.json"
@@ -116,6 +120,7 @@ def register_kind(kind: str, builder: Builder, stale: Stale | None = None) -> No
     the artefacts it was computed from (it is then rebuilt by :func:`build_artefact` and not
     returned by :func:`open_artefact`).
     """
+    _builtins()  # the built-in kinds first: a registration here replaces one of them
     _KINDS[kind] = builder
     if stale is not None:
         _STALE[kind] = stale
@@ -125,6 +130,7 @@ def register_kind(kind: str, builder: Builder, stale: Stale | None = None) -> No
 
 def _is_stale(embedding: Vocabulary, kind: str, params: dict[str, Any], path: Path) -> bool:
     """The ``stale`` test registered for ``kind`` (none: never stale)."""
+    _builtins()
     stale = _STALE.get(kind)
     return stale is not None and stale(embedding, params, path)
 
@@ -183,8 +189,68 @@ def _info(path: Path, manifest: dict[str, Any]) -> ArtefactInfo:
     )
 
 
-def _verify(path: Path, manifest: dict[str, Any]) -> None:
-    """Raise ArtefactError unless every file has the size and checksum of the manifest."""
+#: The stamp of a verified artefact: per file, what a full check saw (inode, size, mtime) and a
+#: sampled hash, so that a later process opening an unchanged file need not hash it whole.
+STAMP = "verified.json"
+_SAMPLE_BLOCKS = 16
+_SAMPLE_BYTES = 64 * 1024
+
+
+def _sample_hash(f: Path, size: int) -> str:
+    """sha256 of the size and of 16 blocks of 64 KiB spread over the file (first and last included)."""
+    h = hashlib.sha256(str(size).encode())
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        last = max(size - _SAMPLE_BYTES, 0)
+        for k in range(_SAMPLE_BLOCKS):
+            h.update(os.pread(fd, _SAMPLE_BYTES, last * k // (_SAMPLE_BLOCKS - 1)))
+    finally:
+        os.close(fd)
+    return h.hexdigest()
+
+
+def _stamp_entry(f: Path, st: os.stat_result) -> dict[str, Any]:
+    return {"inode": st.st_ino, "bytes": st.st_size, "mtime_ns": st.st_mtime_ns, "sample": _sample_hash(f, st.st_size)}
+
+
+def _read_stamp(path: Path) -> dict[str, Any]:
+    try:
+        stamp = json.loads((path / STAMP).read_text(encoding="utf-8"))
+        return stamp if isinstance(stamp, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_stamp(path: Path, stamp: dict[str, Any]) -> None:
+    """Best effort (a read-only shared cache keeps checking in full, once per process)."""
+    tmp = path / f".{STAMP}.{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        tmp.write_text(json.dumps(stamp, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, path / STAMP)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+
+
+def _stamped(f: Path, st: os.stat_result, entry: object) -> bool:
+    """Whether ``f`` is the file a full check stamped: same inode, size, mtime and sampled blocks."""
+    if not isinstance(entry, dict):
+        return False
+    if (entry.get("inode"), entry.get("bytes"), entry.get("mtime_ns")) != (st.st_ino, st.st_size, st.st_mtime_ns):
+        return False
+    return entry.get("sample") == _sample_hash(f, st.st_size)
+
+
+def _verify(path: Path, manifest: dict[str, Any], *, full: bool = False) -> None:
+    """Raise ArtefactError unless every file has the size and checksum of the manifest.
+
+    A file is hashed whole once: after a full check its stamp (:data:`STAMP`: inode, size,
+    mtime and a sampled hash) is recorded, and a later process accepts a file that still
+    matches its stamp without hashing it again. A changed size is refused at once; a
+    changed mtime, inode or sampled block means a full check again. ``full=True``
+    (``deniable prepare --verify``) hashes every file whole regardless.
+    """
+    stamp = _read_stamp(path)
+    changed = False
     for name, meta in manifest["files"].items():
         f = path / name
         try:
@@ -197,13 +263,35 @@ def _verify(path: Path, manifest: dict[str, Any]) -> None:
                 f"{int(meta['bytes']):,} (truncated?)"
             )
         key = (str(f), st.st_ino, st.st_size, st.st_mtime_ns)
-        with _verified_lock:
-            if _verified.get(key):
+        if not full:
+            with _verified_lock:
+                if _verified.get(key):
+                    continue
+            if _stamped(f, st, stamp.get(name)):
+                with _verified_lock:
+                    _verified[key] = True
                 continue
         if _sha256(f) != meta["sha256"]:
             raise ArtefactError(f"prepared artefact {path}: file {name} does not match its checksum (altered?)")
         with _verified_lock:
             _verified[key] = True
+        stamp[name] = _stamp_entry(f, st)
+        changed = True
+    if changed:
+        _write_stamp(path, {k: v for k, v in stamp.items() if k in manifest["files"]})
+
+
+def verify_artefacts(embedding: Vocabulary | None = None) -> list[tuple[ArtefactInfo, str | None]]:
+    """Hash every file of every prepared artefact (of ``embedding``, or of all) whole against its
+    manifest, whatever its stamp says: ``(info, None)`` when intact, ``(info, what is wrong)`` else."""
+    out: list[tuple[ArtefactInfo, str | None]] = []
+    for info in list_artefacts(embedding):
+        try:
+            _verify(info.path, _read_manifest(info.path), full=True)
+            out.append((info, None))
+        except ArtefactError as exc:
+            out.append((info, str(exc)))
+    return out
 
 
 def _damaged_hint(kind: str) -> str:
@@ -238,8 +326,9 @@ def obtain_artefact(
 ) -> ArtefactInfo:
     """The verified artefact, built now (once, under its lock) when it is missing or damaged.
 
-    ``notice`` (one line) goes to stderr before a build and never when the artefact is
-    already prepared; ``builder`` as for :func:`build_artefact`.
+    ``notice`` (one line, no user text) describes the build in its log records (the CLI
+    shows it on stderr when the build takes over a second); nothing is logged when the
+    artefact is already prepared. ``builder`` as for :func:`build_artefact`.
     """
     try:
         info = open_artefact(embedding, kind, params)
@@ -247,9 +336,7 @@ def obtain_artefact(
         info = None  # damaged: rebuilt below
     if info is not None:
         return info
-    if notice:
-        print(notice, file=sys.stderr, flush=True)
-    return build_artefact(embedding, kind, params, builder=builder)
+    return build_artefact(embedding, kind, params, builder=builder, description=notice)
 
 
 def build_artefact(
@@ -260,6 +347,7 @@ def build_artefact(
     show_progress: bool | None = None,
     rebuild: bool = False,
     builder: CallBuilder | None = None,
+    description: str | None = None,
 ) -> ArtefactInfo:
     """Build the artefact unless a verified copy exists; the work is done once across processes.
 
@@ -268,7 +356,9 @@ def build_artefact(
     folder, the manifest (sizes, sha256, build time) is written, and the folder is renamed
     into place. ``builder(folder, show_progress)`` replaces the registered builder of
     ``kind`` for this call (a caller that holds the inputs in memory, e.g. given codes).
+    The build is logged (:func:`deniable._progress.building`) with ``description``.
     """
+    _builtins()
     registered = _KINDS.get(kind)
     if registered is None:
         raise InvalidParameterError("kind", kind, "one of " + ", ".join(sorted(_KINDS)))
@@ -288,12 +378,14 @@ def build_artefact(
             shutil.rmtree(old, ignore_errors=True)
         tmp = path.parent / f"{_TMP}{path.name}-{uuid.uuid4().hex}"
         tmp.mkdir(parents=True)
+        what = description or f"deniable: building the prepared artefact {kind} (once; later runs reuse it)"
         try:
             t0 = time.perf_counter()
-            if builder is not None:
-                sums = builder(tmp, show_progress) or {}
-            else:
-                sums = registered(embedding, params, tmp, show_progress) or {}
+            with building(what):
+                if builder is not None:
+                    sums = builder(tmp, show_progress) or {}
+                else:
+                    sums = registered(embedding, params, tmp, show_progress) or {}
             seconds = time.perf_counter() - t0
             files = {}
             for f in sorted(tmp.iterdir()):
@@ -308,6 +400,8 @@ def build_artefact(
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             }
             (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True), encoding="utf-8")
+            # checked as written: the stamp lets the next process skip hashing (a rename keeps inode and mtime)
+            _write_stamp(tmp, {name: _stamp_entry(tmp / name, (tmp / name).stat()) for name in files})
             os.replace(tmp, path)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -537,20 +631,42 @@ def prepare(
         return [info for f in futures for info in f.result()]
 
 
+_builtin_lock = threading.Lock()
+_builtin_done = False
+
+
+def _builtins() -> None:
+    """Register the built-in kinds on first need, not at import: their modules (mechanisms,
+    indexes, scipy) are what `import deniable` and a CLI start-up would otherwise pay for."""
+    global _builtin_done
+    if _builtin_done:
+        return
+    with _builtin_lock:
+        if not _builtin_done:
+            _register_builtin()
+            _builtin_done = True
+
+
 def _register_builtin() -> None:
     from . import binarize
     from .index import binary, faiss_index, tuned
     from .mechanisms import _tem_far, _tem_store, diffractor, tem
 
-    register_kind(_tem_store.KNN_KIND, _tem_store.build_knn_artefact)
-    register_kind(tem.TOTALS_KIND, tem.build_totals_artefact, tem.totals_stale)
-    register_kind(_tem_far.FAR_KIND, _tem_far.build_far_artefact)
-    register_kind(faiss_index.HNSW_KIND, faiss_index.build_hnsw_artefact)
-    register_kind(binarize.CODES_KIND, binarize.build_codes_artefact)
-    register_kind(binary.BINARY_HNSW_KIND, binary.build_binary_hnsw_artefact)
-    register_kind(tuned.DECODE_CHOICE_KIND, tuned.build_decode_choice_artefact)
-    register_kind(diffractor.LIST_KIND, diffractor.build_list_artefact)
-    register_kind("calibration", _build_calibration)
+    def add(kind: str, builder: Builder, stale: Stale | None = None) -> None:
+        if kind not in _KINDS:  # a kind registered (or patched in) already stays
+            _KINDS[kind] = builder
+            if stale is not None:
+                _STALE[kind] = stale
+
+    add(_tem_store.KNN_KIND, _tem_store.build_knn_artefact)
+    add(tem.TOTALS_KIND, tem.build_totals_artefact, tem.totals_stale)
+    add(_tem_far.FAR_KIND, _tem_far.build_far_artefact)
+    add(faiss_index.HNSW_KIND, faiss_index.build_hnsw_artefact)
+    add(binarize.CODES_KIND, binarize.build_codes_artefact)
+    add(binary.BINARY_HNSW_KIND, binary.build_binary_hnsw_artefact)
+    add(tuned.DECODE_CHOICE_KIND, tuned.build_decode_choice_artefact)
+    add(diffractor.LIST_KIND, diffractor.build_list_artefact)
+    add("calibration", _build_calibration)
 
 
 def _build_calibration(
@@ -562,6 +678,3 @@ def _build_calibration(
 
     build_calibration_artefact(embedding, params, folder, show_progress)
     return None
-
-
-_register_builtin()

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import errno
 import inspect
+import logging
+import os
 import sys
+import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import numpy as np
@@ -59,8 +64,102 @@ VocabSizeOpt = Annotated[
 
 
 @app.callback()
-def _root() -> None:
+def _root(
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug",
+            help="On an unexpected error, print its traceback (it may quote input text). Also DENIABLE_DEBUG=1.",
+        ),
+    ] = False,
+) -> None:
     """Privatize text with metric differential privacy."""
+
+
+class _BuildNotices(logging.Handler):
+    """The library's long one-time work (:func:`deniable._progress.building`) as one line on
+    stderr when it is still running after a second (the outermost build of each thread)."""
+
+    def __init__(self, after: float = 1.0) -> None:
+        super().__init__(logging.INFO)
+        self.after = after
+        self._open: dict[int, list[threading.Timer | None]] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from .._progress import BUILD
+
+        stage = getattr(record, BUILD, None)
+        stack = self._open.setdefault(record.thread or 0, [])
+        if stage == "start":
+            timer = None
+            if not stack:
+                timer = threading.Timer(self.after, self._say, (record.getMessage(),))
+                timer.daemon = True
+                timer.start()
+            stack.append(timer)
+        elif stage == "end" and stack:
+            timer = stack.pop()
+            if timer is not None:
+                timer.cancel()
+
+    @staticmethod
+    def _say(message: str) -> None:
+        from .. import _progress
+
+        if _progress._bar is None:  # a progress bar on screen already shows the work
+            err.print(escape(message), highlight=False)
+
+
+def _cause(exc: BaseException) -> tuple[str, int] | None:
+    """A user-facing message and exit code for the exceptions whose cause we can name
+    (never their message, which may quote input text), or None."""
+    if isinstance(exc, OSError) and exc.errno is not None:
+        what = os.strerror(exc.errno).lower()
+        path = exc.filename2 if isinstance(exc.filename2, str) else exc.filename  # a rename: its target
+        where = f": {path}" if isinstance(path, str) else ""
+        hints = {
+            errno.EACCES: "check the permissions of the file or folder (an output folder must be writable)",
+            errno.EPERM: "check the permissions of the file or folder",
+            errno.EROFS: "write the output to a writable file system",
+            errno.EISDIR: "give a file name, not a folder",
+            errno.ENOTDIR: "a part of the path is a file, not a folder",
+            errno.ENOENT: "check the path",
+            errno.ENOSPC: "free some disk space or write elsewhere",
+            errno.EEXIST: "remove it or choose another name",
+        }
+        hint = hints.get(exc.errno)
+        code = EXIT_DATA if exc.errno == errno.ENOSPC else EXIT_USAGE
+        return f"{what}{where}" + (f" ({hint})" if hint else ""), code
+    if isinstance(exc, ImportError):
+        package = _failing_package(exc)
+        return (
+            f"the installed package '{package}' failed to import ({type(exc).__name__}); it may be built for "
+            f"another version of its dependencies (e.g. numpy): reinstall it with "
+            f"`pip install --force-reinstall {package}`, or run with --debug for the traceback",
+            EXIT_DATA,
+        )
+    if isinstance(exc, MemoryError):
+        return "out of memory (try a smaller --batch-size, a smaller --vocab-size, or a machine with more memory)", (
+            EXIT_DATA
+        )
+    return None
+
+
+def _failing_package(exc: ImportError) -> str:
+    """The top-level package an ImportError comes from: its ``name``, else the deepest frame outside deniable."""
+    import traceback
+
+    if exc.name:
+        return exc.name.split(".")[0]
+    package = "unknown"
+    for frame in traceback.extract_tb(exc.__traceback__):
+        parts = Path(frame.filename).parts
+        for marker in ("site-packages", "dist-packages"):
+            if marker in parts and parts.index(marker) + 1 < len(parts):
+                top = parts[parts.index(marker) + 1].removesuffix(".py")
+                if top != "deniable":
+                    package = top
+    return package
 
 
 def _show_warning(message: Warning | str, category: type[Warning], *_args: object, **_kwargs: object) -> None:
@@ -72,11 +171,33 @@ def run_app(argv: list[str] | None = None) -> int:
 
     Usage errors (unknown option, missing argument) exit with 2 via click; our own
     errors print one line (never user text) and exit with 2 (bad parameter) or 3 (bad data).
-    Any other exception is a bug: only its type is printed (its message could quote the
-    input) and the exit code is 1. Output files are written atomically, so a failed run
-    leaves none behind. Library warnings (e.g. NotPrivateWarning) print as one
-    ``warning:`` line, without the source location.
+    Exceptions whose cause is known are named without their message (:func:`_cause`: a
+    file-system error with its path and a hint, exit 2, or 3 for a full disk; an optional
+    package that fails to import, with the fix, exit 3; out of memory, exit 3). Any other
+    exception is a bug: only its type is printed (its message could quote the input) and
+    the exit code is 1; ``--debug`` (anywhere on the line) or ``DENIABLE_DEBUG=1`` adds
+    its traceback. Long one-time work of the library (an index, prepared tables) is shown
+    as one line on stderr when it takes over a second (:class:`_BuildNotices`). Output
+    files are written atomically, so a failed run leaves none behind. Library warnings
+    (e.g. NotPrivateWarning) print as one ``warning:`` line, without the source location.
     """
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = os.environ.get("DENIABLE_DEBUG", "").strip().lower() in ("1", "true", "yes") or "--debug" in args
+    args = [a for a in args if a != "--debug"]  # accepted anywhere on the line, not only before the command
+    notices = _BuildNotices()
+    logger = logging.getLogger("deniable")
+    level = logger.level
+    logger.addHandler(notices)
+    if logger.getEffectiveLevel() > logging.INFO:
+        logger.setLevel(logging.INFO)
+    try:
+        return _run(args, debug)
+    finally:
+        logger.removeHandler(notices)
+        logger.setLevel(level)
+
+
+def _run(argv: list[str], debug: bool) -> int:
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
@@ -87,7 +208,7 @@ def run_app(argv: list[str] | None = None) -> int:
     except DeniableError as exc:
         if isinstance(exc, InvalidParameterError) and not exc.name.startswith("-"):
             # the library names its parameters; the user knows the flags
-            flag = flag_names(list(sys.argv[1:] if argv is None else argv)).get(exc.name)
+            flag = flag_names(argv).get(exc.name)
             if flag is not None:
                 exc = InvalidParameterError(flag, exc.value, exc.allowed)
         err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
@@ -95,10 +216,20 @@ def run_app(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         err.print("aborted")
         return 130
-    except Exception as exc:  # last resort: never a traceback, never the message (it may hold user text)
+    except Exception as exc:  # last resort: never the message (it may hold user text); a traceback only on --debug
+        if debug:
+            import traceback
+
+            err.print("[yellow]--debug:[/] the traceback below may quote input text", highlight=False)
+            traceback.print_exception(exc, file=sys.stderr)
+        known = _cause(exc)
+        if known is not None:
+            err.print(f"[bold red]error:[/] {escape(known[0])}", highlight=False)
+            return known[1]
         err.print(
             f"[bold red]error:[/] unexpected internal error ({escape(type(exc).__name__)}); "
-            "its message is not shown because it may contain input text. Please report it.",
+            "its message is not shown because it may contain input text. Please report it"
+            + ("." if debug else " (run with --debug or DENIABLE_DEBUG=1 for the traceback)."),
             highlight=False,
         )
         return EXIT_INTERNAL

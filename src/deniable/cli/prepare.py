@@ -86,6 +86,14 @@ def prepare_cmd(
         ),
     ] = False,
     rebuild: Annotated[bool, typer.Option("--rebuild", help="Build again even when a verified copy exists.")] = False,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify",
+            help="Hash every prepared artefact (all embeddings) whole against its manifest; exit 3 if one is "
+            "damaged. (Opening one hashes a file whole only the first time, or after it changed.)",
+        ),
+    ] = False,
     calibration: Annotated[
         bool,
         typer.Option(
@@ -118,8 +126,11 @@ def prepare_cmd(
         stale_temporaries,
     )
 
-    if list_ and remove:
-        raise InvalidParameterError("--list", "with --remove", "one of --list or --remove")
+    if list_ + remove + verify > 1:
+        raise InvalidParameterError("--list", "with --remove or --verify", "one of --list, --remove or --verify")
+    if verify:
+        _verify_all(quiet)
+        return
     if list_:
         infos = list_artefacts()
         for info in infos:
@@ -181,6 +192,22 @@ def prepare_cmd(
     if not quiet:
         for info in infos:
             err.print(f"{info.kind}: {_size(info.disk_bytes)} in {info.path} (built in {info.build_seconds:.1f} s)")
+
+
+def _verify_all(quiet: bool) -> None:
+    """``--verify``: every prepared artefact hashed whole; one line each, exit 3 if one is damaged."""
+    from .._errors import DataError
+    from ..artefacts import verify_artefacts
+
+    results = verify_artefacts()
+    damaged = [problem for _, problem in results if problem is not None]
+    for info, problem in results:
+        typer.echo(f"{'ok' if problem is None else 'DAMAGED'}\t{info.kind}\t{_size(info.disk_bytes)}\t{info.path}")
+    if not quiet:
+        err.print(f"{len(results) - len(damaged)} of {len(results)} prepared artefact(s) intact", highlight=False)
+    if damaged:
+        more = f" (and {len(damaged) - 1} more)" if len(damaged) > 1 else ""
+        raise DataError(f"{damaged[0]}{more}; `deniable prepare` with the same options rebuilds it")
 
 
 def _calibrate(

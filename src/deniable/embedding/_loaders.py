@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import io
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Literal, overload
@@ -227,10 +227,15 @@ def load_text_vectors(path: str | Path) -> Embedding:
     expected_rows: int | None = None
     seen: dict[str, int] = {}
     with _open(p) as raw:
-        text = io.TextIOWrapper(raw, encoding="utf-8", errors="strict", newline="\n")
         try:
-            for lineno, line in enumerate(text, start=1):
-                line = line.rstrip("\r\n")
+            for lineno, data in enumerate(raw, start=1):
+                try:
+                    line = data.decode("utf-8").rstrip("\r\n")  # line by line: the error names the right line
+                except UnicodeDecodeError as exc:
+                    raise EmbeddingError(
+                        f"{p}, line {lineno}: not valid UTF-8 ({exc.reason} at byte {exc.start + 1}); "
+                        "word vector files must be UTF-8 text"
+                    ) from None
                 if not line.strip():
                     continue
                 parts = line.rstrip(" ").split(" ")
@@ -257,8 +262,8 @@ def load_text_vectors(path: str | Path) -> Embedding:
                 seen[word] = lineno
                 words.append(word)
                 rows.append(vec)
-        except UnicodeDecodeError as exc:
-            raise EmbeddingError(f"{p}, line {lineno + 1}: not valid UTF-8 ({exc.reason})") from None
+        except (EOFError, zlib.error, gzip.BadGzipFile):
+            raise EmbeddingError(f"{p}: a damaged or truncated compressed file") from None
     if not words or dim is None:
         raise EmbeddingError(f"{p}: no vectors found")
     if expected_rows is not None and expected_rows != len(words):

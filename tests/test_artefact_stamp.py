@@ -1,0 +1,130 @@
+"""Prepared artefacts are hashed whole once, then trusted by their stamp while unchanged (issue 27):
+a damaged file is still refused, and ``deniable prepare --verify`` hashes everything on demand."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import deniable.artefacts as prep
+from conftest import make_tiny_embedding, make_toy_embedding
+from deniable.artefacts import STAMP, ArtefactError, ArtefactInfo, open_artefact, prepare, verify_artefacts
+
+
+@pytest.fixture
+def tables(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[object, ArtefactInfo]:
+    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(prep, "_SAMPLE_BYTES", 64)  # small blocks: most of a small file is not sampled
+    emb = make_tiny_embedding(3000, 3, seed=70)
+    (info,) = prepare(emb, show_progress=False)
+    assert info.file("dist.npy").stat().st_size > 64 * 16 * 4
+    return emb, info
+
+
+def _hashes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Count the whole-file hashes (a fresh process: the in-memory record of checked files is empty)."""
+    prep._verified.clear()
+    seen: list[str] = []
+    original = prep._sha256
+
+    def counting(path: Path) -> str:
+        seen.append(path.name)
+        return original(path)
+
+    monkeypatch.setattr(prep, "_sha256", counting)
+    return seen
+
+
+def _rewrite(f: Path, offset: int, keep_mtime: bool = True) -> None:
+    """Flip one byte at ``offset`` (same size), restoring the mtime if asked (bit rot, or a careful hand)."""
+    st = f.stat()
+    data = bytearray(f.read_bytes())
+    data[offset] ^= 0x01
+    f.write_bytes(bytes(data))
+    if keep_mtime:
+        os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def test_a_stamped_file_is_not_hashed_again(
+    tables: tuple[object, ArtefactInfo], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    emb, info = tables
+    stamp = json.loads(info.file(STAMP).read_text(encoding="utf-8"))
+    assert set(stamp) == set(info.files)  # written at build: nothing is hashed again at the first open
+    seen = _hashes(monkeypatch)
+    assert open_artefact(emb, "tem-knn", info.params) is not None  # type: ignore[arg-type]
+    assert seen == []
+
+
+def test_a_changed_size_is_refused(tables: tuple[object, ArtefactInfo], monkeypatch: pytest.MonkeyPatch) -> None:
+    emb, info = tables
+    f = info.file("dist.npy")
+    f.write_bytes(f.read_bytes() + b"\0")
+    _hashes(monkeypatch)
+    with pytest.raises(ArtefactError, match="bytes"):
+        open_artefact(emb, "tem-knn", info.params)  # type: ignore[arg-type]
+
+
+def test_a_changed_sampled_block_is_refused_even_with_its_mtime_kept(
+    tables: tuple[object, ArtefactInfo], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    emb, info = tables
+    f = info.file("dist.npy")
+    _rewrite(f, f.stat().st_size - 3)  # the last block is always sampled
+    seen = _hashes(monkeypatch)
+    with pytest.raises(ArtefactError, match="checksum"):
+        open_artefact(emb, "tem-knn", info.params)  # type: ignore[arg-type]
+    assert seen == ["dist.npy"]  # the stamp did not match: hashed whole, refused
+
+
+def test_a_changed_mtime_means_a_full_check_then_a_new_stamp(
+    tables: tuple[object, ArtefactInfo], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    emb, info = tables
+    f = info.file("ids.npy")
+    os.utime(f, ns=(f.stat().st_atime_ns, f.stat().st_mtime_ns + 10**9))  # touched, same content
+    seen = _hashes(monkeypatch)
+    assert open_artefact(emb, "tem-knn", info.params) is not None  # type: ignore[arg-type]
+    assert seen == ["ids.npy"]
+    seen = _hashes(monkeypatch)  # the next process: stamped again, nothing hashed
+    assert open_artefact(emb, "tem-knn", info.params) is not None  # type: ignore[arg-type]
+    assert seen == []
+    _rewrite(f, 200, keep_mtime=False)  # altered the usual way: the mtime moves
+    _hashes(monkeypatch)
+    with pytest.raises(ArtefactError, match="checksum"):
+        open_artefact(emb, "tem-knn", info.params)  # type: ignore[arg-type]
+
+
+def test_verify_catches_a_flipped_byte_anywhere(
+    tables: tuple[object, ArtefactInfo],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from deniable.cli import run_app
+
+    emb, info = tables
+    assert [p for _, p in verify_artefacts()] == [None]
+    f = info.file("dist.npy")
+    size = f.stat().st_size
+    sampled = {(size - 64) * k // 15 + j for k in range(16) for j in range(64)}
+    offset = next(o for o in range(size // 3, size) if o not in sampled)
+    _rewrite(f, offset)  # between sampled blocks, mtime kept: the stamp cannot see it
+    _hashes(monkeypatch)
+    assert open_artefact(emb, "tem-knn", info.params) is not None  # type: ignore[arg-type]  # documented limit
+    ((_, problem),) = verify_artefacts()
+    assert problem is not None and "checksum" in problem
+    emb_dir = tmp_path / "toy"
+    make_toy_embedding().save(emb_dir)
+    capsys.readouterr()
+    assert run_app(["prepare", "--verify"]) == 3
+    out = capsys.readouterr()
+    assert out.out.startswith("DAMAGED\ttem-knn\t") and "checksum" in out.err and "rebuilds it" in out.err
+    assert run_app(["prepare", "--embedding", str(emb_dir), "-q"]) == 0  # another artefact, intact
+    prepare(emb, show_progress=False, rebuild=True)  # type: ignore[arg-type]
+    assert run_app(["prepare", "--verify", "-q"]) == 0
+    assert capsys.readouterr().out.count("ok\t") == 2
+    assert run_app(["prepare", "--verify", "--list"]) == 2
