@@ -305,3 +305,17 @@ def test_prepare_calibration_cli_and_report(emb_dir: Path, tmp_path: Path, capsy
     )  # fmt: skip
     err = capsys.readouterr().err
     assert code == 0 and "measuring it now" not in err and "calibration table" in err
+
+
+def test_verdict_says_when_no_epsilon_gives_both() -> None:
+    def pt(eps: float, u: float, near: float) -> CalibrationPoint:
+        return CalibrationPoint(eps, 4000, u, u - 0.01, u + 0.01, None, None, near)
+
+    salad = _table([pt(2, 0.01, 0.005), pt(3, 0.09, 0.02), pt(4, 0.45, 0.03), pt(5, 0.85, 0.02), pt(6, 0.95, 0.01)])
+    text = salad.verdict()
+    assert text.startswith("No epsilon gives both") and "epsilon <= 4" in text and "5%" in text
+    assert "from 45% at epsilon 4 to 95% at 6" in text
+    neighbours = _table([pt(4, 0.05, 0.50), pt(8, 0.40, 0.40), pt(12, 0.80, 0.15)])
+    assert "stay related" in neighbours.verdict() and "at epsilon 8" in neighbours.verdict()
+    hopeless = _table([pt(1, 0.7, 0.1)])
+    assert "cannot hide most words" in hopeless.verdict()

@@ -83,7 +83,7 @@ CONFIDENCE = 0.95
 COARSE = tuple(2.0 ** (k / 2) for k in range(-2, 13))
 REFINE_STEPS = 4  # 2^(1/2) split into 4: steps of 2^(1/8) (9%)
 REFINE_WHEN = 0.03  # refine a coarse interval whose unchanged share moves by more than 3 points
-SATURATED = 0.995  # past this share the curve is flat: larger coarse epsilons are not evaluated
+SATURATED = 0.98  # past this share the curve is flat (targets live below): larger coarse epsilons are skipped
 #: "Most tokens survive" above this share (the summary then warns).
 MOST = 0.5
 
@@ -330,41 +330,55 @@ class CalibrationTable:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def verdict(self) -> str:
-        """In plain words: can this mechanism give both strong deniability and readable text here?"""
-        strong = [p for p in self.points if p.unchanged_high <= MOST]
+        """In plain words: can this mechanism give both strong deniability and readable text here?
+
+        Strong deniability: at most half of a typical text's tokens survive (upper bound).
+        Readable: most replaced tokens keep their meaning (one of the word's ``NEAR_K`` nearest
+        neighbours). Also says how steep the curve is (from 10% to 90% unchanged).
+        """
+        pts = self.points
+        strong = [p for p in pts if p.unchanged_high <= MOST]
+        steep = ""
+        e10 = next((p for p in pts if p.unchanged >= 0.1), None)
+        e90 = next((p for p in pts if p.unchanged >= 0.9), None)
+        if e10 is not None and e90 is not None:
+            steep = (
+                f" The unchanged share climbs from {e10.unchanged:.0%} at epsilon {e10.epsilon:.3g} to "
+                f"{e90.unchanged:.0%} at {e90.epsilon:.3g}."
+            )
         if not strong:
             return (
                 f"{self.mechanism} leaves most tokens of a typical text unchanged at every epsilon of the table "
-                f"(from {self.points[0].epsilon:g}): it cannot hide most words on this embedding."
+                f"(from {pts[0].epsilon:.3g}): it cannot hide most words on this embedding.{steep}"
             )
         best = strong[-1]
-        if best.changed_similarity is None or self.random_similarity is None:
-            return (
-                f"{self.mechanism}: up to epsilon {best.epsilon:g} at most half of a typical text's tokens survive "
-                f"(upper bound {best.unchanged_high:.0%})."
-            )
-        near_random = best.changed_similarity < self.random_similarity + 0.1
-        above = next((p for p in self.points if p.epsilon > best.epsilon), None)
-        cliff = ""
-        if above is not None:
-            over = next((p for p in self.points if p.unchanged >= 0.9), None)
-            if over is not None:
-                cliff = (
-                    f" The curve is steep: {best.unchanged:.0%} unchanged at epsilon {best.epsilon:g}, "
-                    f"{over.unchanged:.0%} at {over.epsilon:g}."
-                )
-        if near_random:
+        head = (
+            f"{self.mechanism} on this embedding: at epsilon {best.epsilon:.3g} (the largest with at most half of a "
+            f"typical text's tokens unchanged; upper bound {best.unchanged_high:.0%})"
+        )
+        if best.near is None or best.unchanged >= 1.0:
+            return head + f" -- no vectors to judge the replacements.{steep}"
+        near = best.near / (1.0 - best.unchanged)
+        rel = None  # the replaced tokens' mean cosine, from random words' (0) to the word itself (1)
+        if best.changed_similarity is not None and self.random_similarity is not None:
+            rel = (best.changed_similarity - self.random_similarity) / (1.0 - self.random_similarity)
+        cos = (
+            ""
+            if rel is None
+            else f" (mean cosine {best.changed_similarity:.2f}; random words {self.random_similarity:.2f})"
+        )
+        if near < 0.25 and (rel is None or rel < 1 / 3):
             return (
                 f"No epsilon gives both readable text and strong deniability with {self.mechanism} on this "
-                f"embedding: where at most half of the tokens survive (epsilon <= {best.epsilon:g}), the "
-                f"replaced ones are about as similar to the original as random words (mean cosine "
-                f"{best.changed_similarity:.2f}, random words {self.random_similarity:.2f}), so the text "
-                f"reads as word salad; above it most words are released unchanged.{cliff}"
+                f"embedding: where at most half of the tokens survive (epsilon <= {best.epsilon:.3g}) only "
+                f"{near:.0%} of the replaced tokens become one of the word's {NEAR_K} nearest neighbours and the "
+                f"rest are nearly unrelated words{cos} (word salad); above it most words come out "
+                f"unchanged.{steep}"
             )
         return (
-            f"{self.mechanism}: at epsilon {best.epsilon:g} at most {best.unchanged_high:.0%} of a typical text's "
-            f"tokens survive, and replaced words stay related (mean cosine {best.changed_similarity:.2f}, random "
-            f"words {self.random_similarity:.2f}).{cliff}"
+            head + f", the replaced tokens stay related to the word{cos}; {near:.0%} of them are one of its "
+            f"{NEAR_K} nearest neighbours. Half of the words are hidden and the text keeps part of its "
+            f"meaning.{steep}"
         )
 
     def rows(self) -> list[dict[str, Any]]:
