@@ -153,18 +153,21 @@ def run_experiments(
     return out
 
 
-def print_table(title: str, results: dict[str, dict[str, dict[str, float]]]) -> None:
-    print(f"\n{title}\n")
-    print("| mechanism | experiment | N (0/1) | median ms (0/1) | AUC raw | AUC drift-corr. | AUC [95% CI] | ok |")
-    print("|---|---|---:|---:|---:|---:|---:|:-:|")
-    for name, exps in results.items():
-        for exp, r in exps.items():
-            ok = "yes" if abs(r["auc"] - 0.5) <= 0.05 else ("n/a" if math.isnan(r["auc"]) else "NO")
-            print(
-                f"| {name} | {exp} | {r['n0']}/{r['n1']} | {r['ms0']:.3f}/{r['ms1']:.3f} | {r['auc_raw']:.3f} | "
-                f"{r['auc_drift']:.3f} | {r['auc']:.3f} [{r['lo']:.3f}, {r['hi']:.3f}] | {ok} |",
-                flush=True,
-            )
+HEADER = (
+    "| mechanism | experiment | N (0/1) | median ms (0/1) | AUC raw | AUC drift-corr. | AUC [95% CI] | ok |\n"
+    "|---|---|---:|---:|---:|---:|---:|:-:|"
+)
+
+
+def print_rows(name: str, exps: dict[str, dict[str, float]]) -> None:
+    """One mechanism's rows of the table (printed as soon as measured)."""
+    for exp, r in exps.items():
+        ok = "yes" if abs(r["auc"] - 0.5) <= 0.05 else ("n/a" if math.isnan(r["auc"]) else "NO")
+        print(
+            f"| {name} | {exp} | {r['n0']}/{r['n1']} | {r['ms0']:.3f}/{r['ms1']:.3f} | {r['auc_raw']:.3f} | "
+            f"{r['auc_drift']:.3f} | {r['auc']:.3f} [{r['lo']:.3f}, {r['hi']:.3f}] | {ok} |",
+            flush=True,
+        )
 
 
 # -- library ---------------------------------------------------------------------------------------
@@ -208,6 +211,7 @@ def library(args: argparse.Namespace, emb: Any, pools: Any) -> dict[str, dict[st
             return time.perf_counter() - t0, y
 
         results[name] = run_experiments(call, pools, args, np.random.default_rng(args.seed))
+        print_rows(name, results[name])
     return results
 
 
@@ -267,6 +271,7 @@ def http(args: argparse.Namespace, emb: Any, pools: Any) -> dict[str, dict[str, 
                         return t, y
 
                     results[name] = run_experiments(call, pools, args, np.random.default_rng(args.seed))
+                    print_rows(name, results[name])
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=30)
@@ -340,8 +345,11 @@ def main() -> None:
     if args.decode:
         where += f", decode {args.decode}"
     print(f"{where}; GloVe 6B 50-d, {emb.size:,} words; eps {args.epsilon:g}; cache {os.environ.get('DENIABLE_CACHE')}")
-    results = http(args, emb, pools) if args.http else library(args, emb, pools)
-    print_table(f"Timing AUCs ({where}, eps {args.epsilon:g})", results)
+    print(f"\nTiming AUCs ({where}, eps {args.epsilon:g})\n\n{HEADER}", flush=True)
+    if args.http:
+        http(args, emb, pools)
+    else:
+        library(args, emb, pools)
 
 
 if __name__ == "__main__":
