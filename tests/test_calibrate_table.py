@@ -319,3 +319,26 @@ def test_verdict_says_when_no_epsilon_gives_both() -> None:
     assert "stay related" in neighbours.verdict() and "at epsilon 8" in neighbours.verdict()
     hopeless = _table([pt(1, 0.7, 0.1)])
     assert "cannot hide most words" in hopeless.verdict()
+
+
+def test_engines_resolve_on_the_driver_to_the_same_epsilon(emb_dir: Path) -> None:
+    import pickle
+
+    from deniable.integrations import BatchPrivatizer
+
+    target = "unchanged<=0.5"
+    lib = make_mechanism("madlib", make_toy_embedding(), "auto", target=target)
+    batch = BatchPrivatizer.for_columns("text", "madlib", "auto", target=target, embedding=str(emb_dir))
+    assert batch.epsilon == lib.epsilon and batch.describe()["target"] == target
+    worker = pickle.loads(pickle.dumps(batch))  # what an executor gets: the number, no table needed
+    assert worker.epsilon == lib.epsilon
+    out, _ = worker.privatize_texts(["the hockey game", None])
+    assert out[1] is None and isinstance(out[0], str)
+    assert resolution_of(worker.privatizer().mechanism) is not None
+    assert strength(worker.privatizer().mechanism).target == target
+    with pytest.raises(InvalidParameterError) as info:
+        BatchPrivatizer(epsilon="auto", embedding=str(emb_dir))
+    assert info.value.name == "target"
+    with pytest.raises(InvalidParameterError) as info:
+        BatchPrivatizer(epsilon=3.0, target=target, embedding=str(emb_dir))
+    assert info.value.name == "target"

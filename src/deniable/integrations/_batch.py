@@ -80,7 +80,7 @@ class BatchPrivatizer:
     """
 
     mechanism: str = "madlib"
-    epsilon: float = 10.0
+    epsilon: float | str = 10.0
     options: Mapping[str, Any] = field(default_factory=dict)
     embedding: str | None = None
     vocab_size: int | None = None
@@ -90,6 +90,9 @@ class BatchPrivatizer:
     columns: tuple[str, ...] = ()
     seed: int | None = None
     run_key: RunKey | str | None = field(default=None, repr=False)
+    #: with ``epsilon="auto"``: e.g. ``"unchanged<=0.5"``, resolved here, on the driver, from the
+    #: calibration table (deniable.calibrate.table); every worker then gets the number
+    target: str | None = None
 
     @classmethod
     def for_columns(
@@ -107,8 +110,8 @@ class BatchPrivatizer:
     def __post_init__(self) -> None:
         from ..mechanisms import validate_options
 
-        check_epsilon(self.epsilon, "epsilon")
         object.__setattr__(self, "options", dict(validate_options(self.mechanism, dict(self.options or {}))))
+        self._resolve_epsilon()
         if self.embedding is not None:
             if not isinstance(self.embedding, str | os.PathLike):
                 raise InvalidParameterError(
@@ -154,9 +157,28 @@ class BatchPrivatizer:
             self.case,
         )
 
+    def _resolve_epsilon(self) -> None:
+        """``epsilon="auto"`` + ``target``: the calibration table's epsilon, once, on the driver."""
+        if isinstance(self.epsilon, str) and self.epsilon == "auto":
+            from ..calibrate.table import parse_target, resolve_epsilon
+            from ..embedding import load_embedding
+
+            if self.target is None:
+                raise InvalidParameterError("target", None, 'a target with epsilon="auto", e.g. "unchanged<=0.5"')
+            parse_target(self.target)
+            path = _local_path(str(self.embedding)) if self.embedding is not None else None
+            emb = load_embedding(path, vocab_size=self.vocab_size, vocabulary=self.vocabulary)
+            resolution = resolve_epsilon(emb, self.mechanism, self.target, self.options)
+            object.__setattr__(self, "epsilon", resolution.epsilon)
+            object.__setattr__(self, "_resolution", resolution)  # pickled with the object
+            return
+        if self.target is not None:
+            raise InvalidParameterError("target", "<str>", 'given only with epsilon="auto"')
+        check_epsilon(self.epsilon, "epsilon")
+
     def privatizer(self) -> Privatizer:
         """The :class:`~deniable.Privatizer` of this process, loaded once (thread-safe)."""
-        return cached_privatizer(
+        priv = cached_privatizer(
             self.mechanism,
             self.epsilon,
             self.options,
@@ -167,6 +189,12 @@ class BatchPrivatizer:
             case=self.case,
             local_path=_local_path,
         )
+        resolution = self.__dict__.get("_resolution")
+        if resolution is not None:  # summaries and manifests state the target the epsilon meets
+            from ..calibrate.table import attach_resolution
+
+            attach_resolution(priv.mechanism, resolution)
+        return priv
 
     # -- randomness -----------------------------------------------------------------------------
     @property
@@ -284,6 +312,7 @@ class BatchPrivatizer:
         return {
             "mechanism": self.mechanism,
             "epsilon": float(self.epsilon),
+            "target": self.target,
             "options": dict(self.options),
             "embedding": self.embedding or "glove-6b-50d",
             "vocab_size": self.vocab_size,
