@@ -454,12 +454,6 @@ def create_app(
             help_of = {o.name: o.help for o in options_of(offer.name)}
             d = offer.describe()
             d["help"] = {k: help_of.get(k, "") for k in offer.client}
-            if state.ready.is_set():  # each instance's epsilon (targets resolved) and strength, in words
-                d["privacy"] = [
-                    {**info["privacy"], "offered": key[1], "options": dict(key[2])}
-                    for key, (_, info) in state.mechanisms.items()
-                    if key[0] == offer.name
-                ]
             d["catalogue"] = catalogue([offer.name])[0]  # guarantee form, metric, page (the registry's)
             if state.ready.is_set():  # each instance's epsilon (targets resolved) and strength, in words
                 d["privacy"] = [
