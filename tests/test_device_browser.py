@@ -111,7 +111,9 @@ def leaks(sent: list[tuple[str, str, str]]) -> list[str]:
     return sorted({w for _, url, body in sent for w in input_words() if w in url or w in body})
 
 
-@pytest.mark.parametrize(("mechanism", "where"), [("brr", "local"), ("brr", "split"), ("madlib", "local"), ("madlib", "split")])
+@pytest.mark.parametrize(
+    ("mechanism", "where"), [("brr", "local"), ("brr", "split"), ("madlib", "local"), ("madlib", "split")]
+)
 def test_on_device_modes_send_no_input_word(driver: Any, server: str, mechanism: str, where: str) -> None:
     eps = "1000" if mechanism == "brr" else "1000000"  # near-identity: the output shows the words were found
     out = privatize(driver, server, mechanism, where, eps)

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _device_helpers import Harness, b64, export, mechanisms, service_app, unb64
 
+from _device_helpers import Harness, b64, export, mechanisms, service_app, unb64
 from deniable.metrics import hamming
 
 
@@ -58,7 +58,10 @@ def test_brr_decode_parity(js: Harness, artefacts: dict[str, Path], service: obj
     words = [int(i) for i in ids]
     noisy = np.concatenate(
         [
-            unb64(js("brr_noisy", artefact=str(artefacts["brr"]), ids=words[:200], draws=1, epsilon=2.0)["codes"], np.uint8),
+            unb64(
+                js("brr_noisy", artefact=str(artefacts["brr"]), ids=words[:200], draws=1, epsilon=2.0)["codes"],
+                np.uint8,
+            ),
             brr.noisy_codes(ids[200:], rng).ravel(),
         ]
     ).reshape(400, -1)

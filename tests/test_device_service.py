@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 
 pytest.importorskip("fastapi")
-from _device_helpers import OFFER, VOCAB, b64, export, mechanisms, service_app, small_embedding  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 
+from _device_helpers import OFFER, VOCAB, b64, export, mechanisms, service_app, small_embedding  # noqa: E402
 from deniable.service import create_app, load_config  # noqa: E402
+
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[TestClient]:
@@ -43,7 +44,9 @@ def test_served_bytes_are_the_exported_bytes(client: TestClient, index: dict[str
     for name, art in index.items():
         manifest = client.get(art["url"] + "manifest.json")
         assert manifest.status_code == 200
-        assert "immutable" in manifest.headers["cache-control"] and "max-age=31536000" in manifest.headers["cache-control"]
+        assert (
+            "immutable" in manifest.headers["cache-control"] and "max-age=31536000" in manifest.headers["cache-control"]
+        )
         assert manifest.content == (folders[name] / "manifest.json").read_bytes()
         assert hashlib.sha256(manifest.content).hexdigest()[:16] == art["id"]
         for file, spec in json.loads(manifest.content)["files"].items():

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _device_helpers import Harness, export, mechanisms, unb64
 from scipy import stats
 
-from deniable.metrics import hamming
+from _device_helpers import Harness, export, mechanisms, unb64
 from deniable.mechanisms.brr import BinaryRandomizedResponse, flip_probability
+from deniable.metrics import hamming
 
 pytestmark = pytest.mark.slow
 

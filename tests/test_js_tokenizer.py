@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from _device_helpers import Harness
 from conftest import SHARED_DATA
-
 from deniable import Embedding
 from deniable.text import split
 

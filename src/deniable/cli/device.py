@@ -9,11 +9,14 @@ file), ``words.txt`` and ``codes.bin`` (``--mechanism brr``) or ``vectors.bin`` 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ._common import VocabSizeOpt, app, err, load_embedding_option
+
+if TYPE_CHECKING:
+    from ..embedding import Embedding
 
 __all__ = ["export_device_cmd", "float_sizes"]
 
@@ -119,7 +122,7 @@ def export_device_cmd(
         say(f"  float embedding + {name}: {_human(total)} -> the artefact is {1 - art / total:.1%} smaller")
 
 
-def _export_web(emb: object, mechanism: str, output: str, bits: int, method: str, seed: int, quiet: bool) -> None:
+def _export_web(emb: Embedding, mechanism: str, output: str, bits: int, method: str, seed: int, quiet: bool) -> None:
     """``--format web``: the JavaScript client's files (the same bytes the service serves)."""
     from ..binarize.device import save_web_artefact, web_artefact_id, web_artefact_of
     from ..mechanisms import make_mechanism
@@ -134,7 +137,7 @@ def _export_web(emb: object, mechanism: str, output: str, bits: int, method: str
         return
     parts = ", ".join(f"{n} {_human(b)}" for n, b in sizes.items() if n != "total")
     err.print(
-        f"wrote {output}: web artefact {web_artefact_id(files)} for {mechanism}, {len(mech.embedding.vocabulary):,} words; "
+        f"wrote {output}: web artefact {web_artefact_id(files)} for {mechanism}, {mech.embedding.size:,} words; "
         f"{_human(sizes['total'])} ({parts})",
         highlight=False,
         soft_wrap=True,

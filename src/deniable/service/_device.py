@@ -61,7 +61,11 @@ class _Artefacts:
                         if mech.name not in ("brr", "madlib"):
                             continue
                         # one artefact per code book / vector set (every epsilon shares it)
-                        key = (mech.name, id(mech.embedding), *(getattr(mech, a, None) for a in ("bits", "binarizer", "seed")))
+                        key = (
+                            mech.name,
+                            id(mech.embedding),
+                            *(getattr(mech, a, None) for a in ("bits", "binarizer", "seed")),
+                        )
                         if key in seen:
                             continue
                         seen.add(key)
@@ -86,7 +90,9 @@ def install_device_routes(app: FastAPI, state: Any) -> None:
 
     def ready() -> dict[str, tuple[Any, dict[str, bytes]]]:
         if not state.ready.is_set():
-            raise HTTPException(503, [{"loc": ["server"], "msg": "not ready", "type": "not_ready"}], {"Retry-After": "5"})
+            raise HTTPException(
+                503, [{"loc": ["server"], "msg": "not ready", "type": "not_ready"}], {"Retry-After": "5"}
+            )
         return artefacts.get()
 
     @app.get("/v1/device", tags=["device"])
@@ -141,7 +147,8 @@ def install_device_routes(app: FastAPI, state: Any) -> None:
             raise error(422, "body", "not valid JSON", "json_invalid") from None
         if not isinstance(body, dict) or set(body) - {"artefact", "codes", "vectors"}:
             raise error(422, "body", "an object with artefact and codes or vectors", "invalid")
-        found = ready().get(body.get("artefact")) if isinstance(body.get("artefact"), str) else None
+        name = body.get("artefact")
+        found = ready().get(name) if isinstance(name, str) else None
         if found is None:
             raise error(422, "artefact", "not an offered artefact (see /v1/device)", "not_offered")
         mech = found[0]
@@ -173,9 +180,8 @@ def install_device_routes(app: FastAPI, state: Any) -> None:
 
         def work() -> np.ndarray:
             if mech.name == "brr":
-                return mech.decoder.decode(noisy, secure_generator())  # type: ignore[no-any-return]
-            return mech.decode(noisy)  # type: ignore[no-any-return]
+                return mech.decoder.decode(noisy, secure_generator())
+            return mech.decode(noisy)
 
         ids = await anyio.to_thread.run_sync(work)
-        id_list = [int(i) for i in ids]
-        return JSONResponse({"ids": id_list, "words": mech.embedding.words(ids)})
+        return JSONResponse({"ids": [int(i) for i in ids], "words": mech.embedding.words(ids)})
