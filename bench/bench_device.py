@@ -1,0 +1,235 @@
+"""On-device privatization (clients/js): artefact sizes, first-load time, and a 30-word message
+privatized fully locally (Node and headless Chromium) at 50k and all 336k words, and in split
+mode (noisy codes / vectors decoded by POST /v1/decode over loopback).
+
+    python bench/bench_device.py [--rounds 15] [--out /tmp/deniable-bench-device] [--no-browser] [--no-split]
+
+Prints tables: median and min-max over interleaved rounds (every configuration once per
+round, in one process: Node, or one Chromium page). Limits: the local decode scans every
+vocabulary code (BRR: V x 32 bytes) or vector (madlib: V x d x 4 bytes) once per message
+(the message's tokens share the scan), in single-threaded JavaScript.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import http.server
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+ROOT = Path(__file__).resolve().parents[1]
+CLIENT = ROOT / "clients" / "js"
+#: A 30-word message (public text).
+TEXT = (
+    "The hockey game last night was great, and the crowd loved every minute of it. "
+    "My brother said the new coach should stay for another season because the team finally plays well."
+)
+EPS = {"brr": 1.0, "madlib": 10.0}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def build(out: Path) -> dict[str, dict[str, Any]]:
+    """Web artefacts for brr (256-bit autoencoder codes) and madlib at 50k and all words."""
+    import deniable
+    from deniable.binarize.device import save_web_artefact, web_artefact_id, web_artefact_of
+    from deniable.mechanisms import make_mechanism
+
+    found = {}
+    for label, size in (("50k", 50_000), ("336k", None)):
+        emb = deniable.load_embedding(vocab_size=size)
+        for name in ("brr", "madlib"):
+            opts = {"bits": 256, "show_progress": False} if name == "brr" else {"index": "exact"}
+            mech = make_mechanism(name, emb, EPS[name], **opts)
+            if name == "brr":
+                mech.prepare()
+            files = web_artefact_of(mech)
+            folder = out / f"{name}-{label}"
+            save_web_artefact(folder, files)
+            found[f"{name}-{label}"] = {
+                "dir": folder,
+                "id": web_artefact_id(files),
+                "vocab": emb.size,
+                "bytes": sum(len(b) for b in files.values()),
+                "payload": len(files["codes.bin" if name == "brr" else "vectors.bin"]),
+                "mechanism": name,
+            }
+    return found
+
+
+def summary(ms: list[float]) -> str:
+    return f"{statistics.median(ms):8.1f} ({min(ms):.1f}-{max(ms):.1f})"
+
+
+def table(title: str, arts: dict[str, dict[str, Any]], res: dict[str, Any]) -> None:
+    print(f"\n{title}")
+    print("| configuration | words | artefact MB | first load ms | 30-word message ms, median (min-max) | tokens/s |")
+    print("|---|---|---|---|---|---|")
+    for name, r in res.items():
+        a = arts[name.removesuffix("-split")]
+        med = statistics.median(r["ms"])
+        print(
+            f"| {name} | {a['vocab']:,} | {a['bytes'] / 2**20:.1f} | {r['load_ms']:.0f} | {summary(r['ms'])} "
+            f"| {r['tokens'] / med * 1000:,.0f} |"
+        )
+
+
+def run_node(configs: list[dict[str, Any]], rounds: int) -> dict[str, Any]:
+    node = shutil.which("node") or shutil.which("nodejs")
+    if node is None:
+        raise SystemExit("needs node (apt-get install -y nodejs)")
+    spec = json.dumps({"configs": configs, "text": TEXT, "rounds": rounds})
+    got = subprocess.run([node, str(CLIENT / "tools" / "bench.mjs"), spec], capture_output=True, text=True, check=True)
+    return dict(json.loads(got.stdout))
+
+
+class _Handler(http.server.SimpleHTTPRequestHandler):
+    extensions_map: ClassVar[dict[str, str]] = {
+        **http.server.SimpleHTTPRequestHandler.extensions_map,
+        ".mjs": "text/javascript",
+        ".js": "text/javascript",
+    }
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def run_chromium(arts: dict[str, dict[str, Any]], rounds: int, out: Path) -> dict[str, Any] | None:
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        print("(no selenium: Chromium skipped)")
+        return None
+    chrome, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
+    if not chrome or not driver_path:
+        print("(no chromium / chromedriver: Chromium skipped)")
+        return None
+    site = out / "site"
+    shutil.rmtree(site, ignore_errors=True)
+    site.mkdir()
+    (site / "client").symlink_to(CLIENT)
+    for name, a in arts.items():
+        (site / name).symlink_to(a["dir"])
+    port = free_port()
+    handler = functools.partial(_Handler, directory=str(site))
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{port}"
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chrome
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage"):
+        opts.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=opts)
+    try:
+        driver.set_script_timeout(600)
+        driver.get(base + "/client/README.md")
+        configs = [{"name": n, "source": f"{base}/{n}/", "epsilon": EPS[a["mechanism"]]} for n, a in arts.items()]
+        script = (
+            "const done = arguments[arguments.length - 1];"
+            f"import('{base}/client/tools/bench.mjs').then(m => m.runBench(arguments[0], arguments[1]))"
+            ".then(r => done(JSON.stringify(r)), e => done(JSON.stringify({error: String(e)})));"
+        )
+        res = json.loads(driver.execute_async_script(script, configs, {"text": TEXT, "rounds": rounds}))
+        if "error" in res:
+            raise RuntimeError(res["error"])
+        return dict(res)
+    finally:
+        driver.quit()
+        srv.shutdown()
+
+
+def run_split(arts: dict[str, dict[str, Any]], rounds: int) -> dict[str, Any]:
+    """The 50k artefacts in split mode against a real uvicorn service on loopback (Node client)."""
+    import httpx
+
+    cfg = {
+        "vocab_size": 50_000,
+        "mechanisms": {
+            "brr": {"epsilons": [EPS["brr"]], "options": {"bits": 256}},
+            "madlib": {"epsilons": [EPS["madlib"]], "options": {"index": "flat"}},
+        },
+    }
+    port = free_port()
+    cfg_path = arts["brr-50k"]["dir"].parent / "service.json"
+    cfg_path.write_text(json.dumps(cfg))
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    cmd = [sys.executable, "-c", "from deniable.cli import main; main()", "serve", "--config", str(cfg_path)]
+    proc = subprocess.Popen([*cmd, "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(url + "/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        index = httpx.get(url + "/v1/device", timeout=120).json()
+        configs = []
+        for a in index["artefacts"]:
+            name = f"{a['mechanism']}-50k-split"
+            configs.append(
+                {
+                    "name": name,
+                    "source": url + a["url"],
+                    "epsilon": EPS[a["mechanism"]],
+                    "mode": "split",
+                    "decodeUrl": url + index["decode"],
+                    "artefactId": a["id"],
+                }
+            )
+        return run_node(configs, rounds)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--out", type=Path, default=Path("/tmp/deniable-bench-device"))
+    ap.add_argument("--no-browser", action="store_true")
+    ap.add_argument("--no-split", action="store_true")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    arts = build(args.out)
+    print("| artefact | words | files MB | payload MB | id |")
+    print("|---|---|---|---|---|")
+    for name, a in arts.items():
+        print(f"| {name} | {a['vocab']:,} | {a['bytes'] / 2**20:.1f} | {a['payload'] / 2**20:.1f} | {a['id']} |")
+    configs = [{"name": n, "source": str(a["dir"]), "epsilon": EPS[a["mechanism"]]} for n, a in arts.items()]
+    table(
+        f"Node {subprocess.run(['node', '--version'], capture_output=True, text=True).stdout.strip()}, fully local",
+        arts,
+        run_node(configs, args.rounds),
+    )
+    if not args.no_browser:
+        res = run_chromium(arts, args.rounds, args.out)
+        if res is not None:
+            table("headless Chromium, fully local", arts, res)
+    if not args.no_split:
+        table(
+            "Node, split mode (POST /v1/decode on loopback, service decoding with faiss flat)",
+            arts,
+            run_split(arts, args.rounds * 2),
+        )
+
+
+if __name__ == "__main__":
+    main()
