@@ -128,3 +128,20 @@ def test_verify_catches_a_flipped_byte_anywhere(
     assert run_app(["prepare", "--verify", "-q"]) == 0
     assert capsys.readouterr().out.count("ok\t") == 2
     assert run_app(["prepare", "--verify", "--list"]) == 2
+
+
+def test_builtin_kinds_load_on_first_need_and_match_their_modules() -> None:
+    import importlib
+    import subprocess
+    import sys
+
+    for kind, (module, builder, stale) in prep._BUILTIN.items():
+        mod = importlib.import_module(module)
+        assert kind in {v for k, v in vars(mod).items() if k.endswith("_KIND")}
+        prep._builtin(kind)
+        assert prep._KINDS[kind] is getattr(mod, builder)
+        assert prep._STALE.get(kind) is (getattr(mod, stale) if stale else None)
+    # `import deniable` imports no mechanism module (nor scipy.special) until an artefact is needed
+    code = "import sys, deniable; print(sorted(m for m in sys.modules if m.startswith(('deniable.mech', 'scipy.sp'))))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "diffractor" not in out and "scipy.special" not in out and "_tem_store" not in out

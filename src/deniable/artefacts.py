@@ -120,8 +120,7 @@ def register_kind(kind: str, builder: Builder, stale: Stale | None = None) -> No
     the artefacts it was computed from (it is then rebuilt by :func:`build_artefact` and not
     returned by :func:`open_artefact`).
     """
-    _builtins()  # the built-in kinds first: a registration here replaces one of them
-    _KINDS[kind] = builder
+    _KINDS[kind] = builder  # a built-in kind of this name is then never loaded
     if stale is not None:
         _STALE[kind] = stale
     else:
@@ -130,7 +129,7 @@ def register_kind(kind: str, builder: Builder, stale: Stale | None = None) -> No
 
 def _is_stale(embedding: Vocabulary, kind: str, params: dict[str, Any], path: Path) -> bool:
     """The ``stale`` test registered for ``kind`` (none: never stale)."""
-    _builtins()
+    _builtin(kind)
     stale = _STALE.get(kind)
     return stale is not None and stale(embedding, params, path)
 
@@ -358,10 +357,10 @@ def build_artefact(
     ``kind`` for this call (a caller that holds the inputs in memory, e.g. given codes).
     The build is logged (:func:`deniable._progress.building`) with ``description``.
     """
-    _builtins()
+    _builtin(kind)
     registered = _KINDS.get(kind)
     if registered is None:
-        raise InvalidParameterError("kind", kind, "one of " + ", ".join(sorted(_KINDS)))
+        raise InvalidParameterError("kind", kind, "one of " + ", ".join(sorted({*_KINDS, *_BUILTIN})))
     path = artefact_path(embedding, kind, params)
     with file_lock(path.parent / f"{path.name}.lock"):
         if (path / MANIFEST).is_file() and not rebuild:
@@ -631,42 +630,36 @@ def prepare(
         return [info for f in futures for info in f.result()]
 
 
+#: The built-in kinds: kind -> (module, builder, stale test or None). A kind's module is imported
+#: when that kind is first built or opened, not at import: `import deniable` and a CLI start-up
+#: would otherwise import every mechanism, index and scipy module.
+_BUILTIN: dict[str, tuple[str, str, str | None]] = {
+    "tem-knn": ("deniable.mechanisms._tem_store", "build_knn_artefact", None),
+    "tem-totals": ("deniable.mechanisms.tem", "build_totals_artefact", "totals_stale"),
+    "tem-far": ("deniable.mechanisms._tem_far", "build_far_artefact", None),
+    "hnsw": ("deniable.index.faiss_index", "build_hnsw_artefact", None),
+    "binary-codes": ("deniable.binarize", "build_codes_artefact", None),
+    "binary-hnsw": ("deniable.index.binary", "build_binary_hnsw_artefact", None),
+    "decode-choice": ("deniable.index.tuned", "build_decode_choice_artefact", None),
+    "diffractor-list": ("deniable.mechanisms.diffractor", "build_list_artefact", None),
+}
 _builtin_lock = threading.Lock()
-_builtin_done = False
 
 
-def _builtins() -> None:
-    """Register the built-in kinds on first need, not at import: their modules (mechanisms,
-    indexes, scipy) are what `import deniable` and a CLI start-up would otherwise pay for."""
-    global _builtin_done
-    if _builtin_done:
+def _builtin(kind: str) -> None:
+    """Register the built-in ``kind`` on first need (unless a kind of that name was registered)."""
+    spec = _BUILTIN.get(kind)
+    if spec is None or kind in _KINDS:
         return
+    import importlib
+
     with _builtin_lock:
-        if not _builtin_done:
-            _register_builtin()
-            _builtin_done = True
-
-
-def _register_builtin() -> None:
-    from . import binarize
-    from .index import binary, faiss_index, tuned
-    from .mechanisms import _tem_far, _tem_store, diffractor, tem
-
-    def add(kind: str, builder: Builder, stale: Stale | None = None) -> None:
-        if kind not in _KINDS:  # a kind registered (or patched in) already stays
-            _KINDS[kind] = builder
-            if stale is not None:
-                _STALE[kind] = stale
-
-    add(_tem_store.KNN_KIND, _tem_store.build_knn_artefact)
-    add(tem.TOTALS_KIND, tem.build_totals_artefact, tem.totals_stale)
-    add(_tem_far.FAR_KIND, _tem_far.build_far_artefact)
-    add(faiss_index.HNSW_KIND, faiss_index.build_hnsw_artefact)
-    add(binarize.CODES_KIND, binarize.build_codes_artefact)
-    add(binary.BINARY_HNSW_KIND, binary.build_binary_hnsw_artefact)
-    add(tuned.DECODE_CHOICE_KIND, tuned.build_decode_choice_artefact)
-    add(diffractor.LIST_KIND, diffractor.build_list_artefact)
-    add("calibration", _build_calibration)
+        if kind in _KINDS:
+            return
+        module = importlib.import_module(spec[0])
+        if spec[2] is not None:
+            _STALE.setdefault(kind, getattr(module, spec[2]))
+        _KINDS[kind] = getattr(module, spec[1])
 
 
 def _build_calibration(
@@ -678,3 +671,6 @@ def _build_calibration(
 
     build_calibration_artefact(embedding, params, folder, show_progress)
     return None
+
+
+_KINDS.setdefault("calibration", _build_calibration)

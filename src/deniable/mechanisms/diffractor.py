@@ -46,7 +46,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
-from scipy.special import logsumexp
 
 from .._errors import InvalidParameterError
 from .._validation import check_choice, check_epsilon, check_int
@@ -259,6 +258,8 @@ class Diffractor(Mechanism):
         In log space, so that positions far from ``x`` (``exp(-epsilon |j - x|)`` below float64's
         range on a large vocabulary) keep their exact, finite log-probability.
         """
+        from scipy.special import logsumexp  # here: the CLI imports every mechanism class
+
         n = self.embedding.size
         if n == 1:
             return np.zeros(1)
@@ -307,6 +308,8 @@ class Diffractor(Mechanism):
 
     def log_distribution(self, w: int | str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
         """``(ids, log_probs)`` over every word (distinct ids): the exact law in log space."""
+        from scipy.special import logsumexp
+
         wid = self._id(w)
         t = self.tables
         v = self.embedding.size

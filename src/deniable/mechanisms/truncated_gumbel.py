@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import numpy.typing as npt
-from scipy import special, stats
 
 from .._errors import InvalidParameterError, NotPrivateWarning
 from .._validation import check_epsilon, check_int
@@ -179,6 +178,8 @@ def gumbel_scale(epsilon: float, vocab_size: int, dist: InterWordDistances) -> f
     ``2 (1 + ln V) / Delta_min``; numpy's Gumbel sampler then fails. Here that is an error
     naming epsilon and the window.
     """
+    from scipy import special  # here, not at import: the CLI imports every mechanism class
+
     lo_d, hi_d = dist.min, dist.max
     a = (epsilon - 2.0 * (1.0 + math.log(vocab_size)) / lo_d) / 3.0
     w = float(special.lambertw(2.0 * a * hi_d).real)
@@ -203,6 +204,8 @@ def truncated_poisson_law(vocab_size: int) -> npt.NDArray[np.float64]:
     ``K`` is ``V - 1`` or, for large V, the first j beyond which the remaining mass is below
     ``1e-300`` (:data:`LOG_TAIL`); the law is renormalised over ``0..K``.
     """
+    from scipy import special, stats
+
     v = int(vocab_size)
     mu = math.log(v - 1) if v > 2 else 0.0
     top = min(v - 1, 4096)
@@ -435,6 +438,8 @@ def _log_output_probabilities(
     d: npt.NDArray[np.float64], logk: npt.NDArray[np.float64], b: float, bound: float
 ) -> npt.NDArray[np.float64]:
     """log Pr[output = the j-th neighbour], j = 0..K-1 (distances ``d`` sorted, K = len(d) = len(logk) - 1)."""
+    from scipy import special
+
     kc = d.size
     # the grid: pieces between every d_i +- M, none longer than b * PIECE
     ends = np.unique(np.concatenate([d - bound, d + bound, d]))
