@@ -100,3 +100,20 @@ def test_run_key_can_be_exported_and_reused(emb_dir):
     with pytest.raises(InvalidParameterError, match="run_key"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         BatchPrivatizer(epsilon=2, embedding=str(emb_dir), seed=1, run_key=run.run)
+
+
+def test_id_column_keys_each_record(emb_dir):
+    pd = pytest.importorskip("pandas")
+    batch = BatchPrivatizer(epsilon=2, embedding=str(emb_dir), columns=("t",), id_column="k")
+    df = pd.DataFrame({"k": [5, 9, 2], "t": ["the hockey game", None, "nasa rocket launch"]})
+    out = batch(df)
+    # a record's release does not depend on its batch: alone, or in another order, it is the same
+    assert batch(df.iloc[[2, 0]])["t"].tolist() == [out["t"][2], out["t"][0]] and out["t"].isna()[1]
+    strs = batch(df.assign(k=["a", "b", "c"]))
+    assert strs["t"][0] == batch(df.assign(k=["a", "b", "c"]).iloc[[0]])["t"][0]
+    with pytest.raises(InvalidParameterError, match="unique"):
+        batch(df.assign(k=[1, 1, 2]))
+    with pytest.raises(InvalidParameterError, match="id_column"):
+        batch(df.assign(k=[1.5, 2.0, 3.0]))
+    with pytest.raises(InvalidParameterError, match="id_column"):
+        batch(df.drop(columns="k"))

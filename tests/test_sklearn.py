@@ -55,12 +55,40 @@ def test_fit_validates_params_only(emb_dir):
         assert t.transform(["the hockey game"] * 5) == t.transform(["the hockey game"] * 5)
 
 
-# scikit-learn's generic checks assume numeric 2-d X; these are the ones that apply to a
-# text transformer (1-d list of str in, list of str out). Skipped, and why:
+def test_dataframe_and_column_inputs(emb_dir):
+    pd = pytest.importorskip("pandas")
+    t = PrivatizeText(epsilon=1e9, embedding=str(emb_dir), case="lower")
+    df = pd.DataFrame({"Text": ["the hockey game", "nasa rocket"]})
+    assert t.fit_transform(df) == ["the hockey game", "nasa rocket"]  # not ["text"], the column name
+    assert t.transform(df["Text"]) == ["the hockey game", "nasa rocket"]
+    assert t.transform(np.array([["the game"], ["nasa"]], dtype=object)) == ["the game", "nasa"]
+    with pytest.raises(InvalidParameterError, match="2 columns"):
+        t.transform(df.assign(other=["a", "b"]))
+
+
+def test_in_a_column_transformer(emb_dir):
+    pd = pytest.importorskip("pandas")
+    from sklearn.compose import ColumnTransformer
+
+    rows = imdb_like(60, seed=3)
+    df = pd.DataFrame(rows)
+    text = make_pipeline(PrivatizeText("madlib", 1e9, embedding=str(emb_dir)), CountVectorizer())
+    for column in ("review", ["review"]):  # a Series, then a one-column DataFrame
+        ct = ColumnTransformer([("text", text, column)], remainder="drop")
+        assert ct.fit_transform(df).shape[0] == 60
+
+
+# scikit-learn's check_estimator(PrivatizeText()) runs ONE check (check_estimator_cloneable):
+# the estimator's tags say it takes no 2-d numeric array (input_tags.two_d_array=False), and
+# scikit-learn then stops ("Can't test estimator ... which requires input of type ..."),
+# because every later generic check feeds numeric 2-d X. The checks that test the estimator
+# API itself, not numeric behaviour, apply and are run here one by one. Not applicable:
 #   check_transformer_general / _data_not_an_array / check_fit2d_* / check_fit1d / dtype and
 #   NaN/inf checks / check_n_features_in* / check_estimators_pickle(readonly_memmap) /
-#   check_methods_sample_order_invariance: feed numeric arrays; a text transformer refuses them.
-#   check_transformer_preserve_dtypes / check_fit_idempotent: numeric output compared with allclose.
+#   check_methods_sample_order_invariance / check_dict_unchanged / check_fit_idempotent /
+#   check_transformer_preserve_dtypes / sample_weight checks: they feed numeric arrays (a text
+#   transformer refuses them) or compare numeric output with allclose. Their text versions are
+#   the tests above (pickling, cloning, pipelines, column inputs).
 APPLICABLE = (
     "check_no_attributes_set_in_init",
     "check_get_params_invariance",
@@ -73,7 +101,21 @@ APPLICABLE = (
     "check_do_not_raise_errors_in_init_or_set_params",
     "check_estimator_tags_renamed",
     "check_valid_tag_types",
+    "check_estimators_fit_returns_self",
+    "check_mixin_order",
+    "check_fit_check_is_fitted",
+    "check_requires_y_none",
 )
+
+
+def test_check_estimator_runs_one_check_and_says_why():
+    from sklearn.utils.estimator_checks import check_estimator
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        results = check_estimator(PrivatizeText(), on_fail=None)
+    assert [r["check_name"] for r in results] == ["check_estimator_cloneable"]
+    assert any("2darray" in str(w.message) or "requires input" in str(w.message) for w in caught)
 
 
 @pytest.mark.filterwarnings("ignore::deniable.NotPrivateWarning")

@@ -3,6 +3,8 @@
 Quick start::
 
     import deniable
+    deniable.privatize(["The hockey game was great!"], epsilon=10)   # a list, a Series, df + column=
+
     emb = deniable.load_embedding()                      # GloVe 6B 50-d, built in
     mech = deniable.MultivariateLaplace(emb, epsilon=10)
     deniable.Privatizer(mech).privatize("The hockey game was great!")
@@ -24,7 +26,7 @@ from ._errors import (
     NotPrivateWarning,
     ResourceLimitError,
 )
-from ._random import check_random_state, secure_generator, seeded_generator
+from ._random import RunKey, check_random_state, secure_generator, seeded_generator
 from .artefacts import prepare
 from .embedding import Embedding, load_embedding
 
@@ -42,6 +44,7 @@ __all__ = [
     "NotPrivateWarning",
     "Privatizer",
     "ResourceLimitError",
+    "RunKey",
     "TruncatedExponential",
     "__version__",
     "bow",
@@ -51,6 +54,8 @@ __all__ = [
     "load_embedding",
     "make_mechanism",
     "prepare",
+    "privacy_ledger",
+    "privatize",
     "secure_generator",
     "seeded_generator",
 ]
@@ -62,6 +67,8 @@ _LAZY = {
     "BinaryRandomizedResponse": ("deniable.mechanisms.brr", "BinaryRandomizedResponse"),
     "make_mechanism": ("deniable.mechanisms", "make_mechanism"),
     "Privatizer": ("deniable.privatizer", "Privatizer"),
+    "privatize": ("deniable.api", "privatize"),
+    "privacy_ledger": ("deniable.api", "privacy_ledger"),
     "calibrate": ("deniable.calibrate", None),
     "experiments": ("deniable.experiments", None),
     "bow": ("deniable.bow", None),
@@ -69,6 +76,7 @@ _LAZY = {
 
 if TYPE_CHECKING:
     from . import bow, calibrate, experiments
+    from .api import privacy_ledger, privatize
     from .mechanisms import make_mechanism
     from .mechanisms.base import Mechanism
     from .mechanisms.brr import BinaryRandomizedResponse

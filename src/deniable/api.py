@@ -16,6 +16,7 @@ import tempfile
 import threading
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,11 +31,13 @@ __all__ = [
     "LOAD_LOG_ENV",
     "MANIFEST_FOLDER_NAME",
     "MANIFEST_SUFFIX",
+    "LedgerEntry",
     "cached_privatizer",
     "clear_cache",
     "input_id",
     "load_count",
     "manifest_path",
+    "privacy_ledger",
     "privatize",
     "privatize_file",
     "read_manifest",
@@ -268,6 +271,97 @@ def privatize_file(
             )
         write_manifest(manifest_path(dst), m)
     return totals
+
+
+@dataclass
+class LedgerEntry:
+    """What several releases spent on the words of one column of one input."""
+
+    input: str | None
+    column: str
+    releases: int
+    epsilon: float
+    records: list[int]
+    mechanisms: list[str]
+    metrics: list[str]
+    manifests: list[str]
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "input": self.input,
+            "column": self.column,
+            "releases": self.releases,
+            "epsilon_per_word": self.epsilon,
+            "records": self.records,
+            "mechanisms": self.mechanisms,
+            "metrics": self.metrics,
+            "manifests": self.manifests,
+        }
+
+
+def privacy_ledger(
+    manifests: Sequence[str | Path | Mapping[str, Any]], budget: float | None = None
+) -> tuple[list[LedgerEntry], list[str]]:
+    """Sum what the releases described by ``manifests`` spent per input and column; and warnings.
+
+    Composition: a word released ``k`` times at epsilons ``e_1..e_k`` (independent noise)
+    is protected at ``e_1 + ... + e_k``, as by one release at that epsilon. Manifests with
+    the same run key id over the same input are ONE release (a recomputation, a re-run
+    with the exported key: the same noise) and are counted once. A manifest without an
+    input id (standard input, an old manifest) cannot be matched and is its own input.
+    ``budget``: warn where a column's total exceeds it (like diffprivlib's BudgetAccountant).
+    """
+    groups: dict[tuple[str | None, str, int], dict[str, Any]] = {}
+    warnings_: list[str] = []
+    for i, item in enumerate(manifests):
+        m = dict(item) if isinstance(item, Mapping) else read_manifest(item)
+        name = str(item) if not isinstance(item, Mapping) else f"manifest {i + 1}"
+        rel = m.get("release") or {}
+        eps = rel.get("epsilon_per_word", (m.get("mechanism") or {}).get("epsilon"))
+        if not isinstance(eps, int | float):
+            raise DataError(f"{name}: no epsilon in the manifest")
+        inp = rel.get("input")
+        cols = rel.get("columns", m.get("columns")) or ["(text)"]
+        records = int(rel.get("records", (m.get("counts") or {}).get("texts", 0)) or 0)
+        run = rel.get("run_key_id") or f"manifest:{i}"  # no key id (seeded, old): its own release
+        mech = rel.get("mechanism") or (m.get("mechanism") or {}).get("mechanism") or "?"
+        metric = rel.get("metric") or (m.get("mechanism") or {}).get("metric") or "?"
+        for col in cols:
+            g = groups.setdefault(
+                (inp, col, i if inp is None else -1),
+                {"runs": {}, "records": set(), "mechs": set(), "metrics": set(), "files": []},
+            )
+            if run in g["runs"] and g["runs"][run] != float(eps):
+                warnings_.append(f"{name}: run key {run} appears with two epsilons")
+            g["runs"][run] = float(eps)
+            g["records"].add(records)
+            g["mechs"].add(mech)
+            g["metrics"].add(metric)
+            g["files"].append(name)
+    entries = []
+    for (inp, col, _), g in groups.items():
+        total = sum(g["runs"].values())
+        entry = LedgerEntry(
+            inp, col, len(g["runs"]), total, sorted(g["records"]), sorted(g["mechs"]), sorted(g["metrics"]), g["files"]
+        )
+        entries.append(entry)
+        where = f"input {inp or '(unknown)'} column {col}"
+        if entry.releases > 1:
+            warnings_.append(
+                f"{where} was released {entry.releases} times: each word of it is protected at "
+                f"epsilon {total:g} in total (the epsilons add up), not at any one release's epsilon"
+            )
+            if len(g["metrics"]) > 1:
+                warnings_.append(
+                    f"{where}: releases under different metrics ({', '.join(entry.metrics)}) add up per metric"
+                )
+            if len(g["records"]) > 1:
+                warnings_.append(f"{where}: the releases cover different numbers of records (the input changed?)")
+        if budget is not None and total > budget:
+            warnings_.append(f"{where}: epsilon {total:g} spent, over the budget of {budget:g}")
+        if inp is None:
+            warnings_.append(f"{', '.join(g['files'])}: no input id, cannot be matched with other releases")
+    return entries, warnings_
 
 
 def input_id(src: str | Path | None, label: str | None = None) -> str | None:

@@ -1,4 +1,4 @@
-"""``deniable inspect-manifest``: print the run manifest written beside an output."""
+"""``deniable inspect-manifest``: print run manifests, and the privacy ledger of several releases."""
 
 from __future__ import annotations
 
@@ -27,26 +27,68 @@ def _flatten(data: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
 
 @app.command("inspect-manifest")
 def inspect_manifest_cmd(
-    path: Annotated[
-        str,
-        typer.Argument(help="A manifest (*.manifest.json, _MANIFEST.json) or the output it describes."),
+    paths: Annotated[
+        list[str],
+        typer.Argument(
+            help="Manifests (*.manifest.json, _MANIFEST.json) or the outputs they describe; several: the ledger."
+        ),
     ],
-    as_json: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the manifest (several: the ledger) as JSON.")] = False,
+    budget: Annotated[
+        float | None,
+        typer.Option(
+            "--budget",
+            help="Total epsilon per word allowed for one input: warn and exit 1 where the releases given spend more.",
+        ),
+    ] = None,
 ) -> None:
-    """Print how an output was made: mechanism, parameters, embedding fingerprint, policies, counts, times."""
+    """Print how an output was made; given several, sum what was released about each input.
+
+    A word released twice at epsilon e is protected at 2e: the ledger adds the epsilons of
+    the releases of each input and column (releases sharing a run key are one release,
+    recomputed) and warns where an input was released more than once or over --budget.
+    """
     from rich.console import Console
     from rich.table import Table
 
-    from ..api import read_manifest
+    from .._errors import InvalidParameterError
+    from ..api import privacy_ledger, read_manifest
 
-    manifest = read_manifest(path)
+    if budget is not None and not budget > 0:
+        raise InvalidParameterError("--budget", budget, "a number > 0")
     out = Console(soft_wrap=True)
-    if as_json:
-        out.print_json(json.dumps(manifest))
+    if len(paths) == 1 and budget is None:
+        manifest = read_manifest(paths[0])
+        if as_json:
+            out.print_json(json.dumps(manifest))
+            return
+        table = Table(title="deniable run manifest", show_header=True, header_style="bold")
+        table.add_column("field", style="cyan", no_wrap=True)
+        table.add_column("value", overflow="fold")
+        for key, value in _flatten(manifest):
+            table.add_row(key, value)
+        out.print(table)
         return
-    table = Table(title="deniable run manifest", show_header=True, header_style="bold")
-    table.add_column("field", style="cyan", no_wrap=True)
-    table.add_column("value", overflow="fold")
-    for key, value in _flatten(manifest):
-        table.add_row(key, value)
-    out.print(table)
+    entries, warnings = privacy_ledger(paths, budget=budget)
+    over = budget is not None and any(e.epsilon > budget for e in entries)
+    if as_json:
+        out.print_json(json.dumps({"ledger": [e.describe() for e in entries], "warnings": warnings, "budget": budget}))
+    else:
+        table = Table(title="deniable privacy ledger", show_header=True, header_style="bold")
+        for name in ("input", "column", "releases", "epsilon per word", "records", "mechanism"):
+            table.add_column(name, overflow="fold")
+        for e in entries:
+            table.add_row(
+                e.input or "(unknown)",
+                e.column,
+                str(e.releases),
+                f"{e.epsilon:g}",
+                ", ".join(str(r) for r in e.records),
+                ", ".join(e.mechanisms),
+            )
+        out.print(table)
+        err = Console(stderr=True, soft_wrap=True)
+        for w in warnings:
+            err.print(f"[yellow]warning: {w}[/]", highlight=False)
+    if over:
+        raise typer.Exit(1)

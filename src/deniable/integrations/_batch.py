@@ -77,6 +77,11 @@ class BatchPrivatizer:
         run. A :class:`RunKey` or its 64 hex digits (:meth:`RunKey.hex`) reproduces a
         run's noise exactly (e.g. re-running a failed job over the SAME input; never use
         one key for different data).
+    id_column
+        For engines whose batches have no stable identity (Ray): a column holding a unique
+        id per record (int or str). Each record then draws from its own keyed stream
+        (one mechanism call per record: slower), so recomputation reproduces it. Ids
+        must be unique: two records with one id would share a stream.
     """
 
     mechanism: str = "madlib"
@@ -93,14 +98,16 @@ class BatchPrivatizer:
     #: with ``epsilon="auto"``: e.g. ``"unchanged<=0.5"``, resolved here, on the driver, from the
     #: calibration table (deniable.calibrate.table); every worker then gets the number
     target: str | None = None
+    id_column: str | None = None
 
     @classmethod
     def for_columns(
         cls, columns: Sequence[str] | str, mechanism: str = "madlib", epsilon: float = 10.0, **params: Any
     ) -> BatchPrivatizer:
         """The engines' one front: ``params`` are this class's other fields (``embedding``,
-        ``vocab_size``, ``vocabulary``, ``oov``, ``case``, ``seed``) and, beyond them, the
-        mechanism's declared options (e.g. ``gamma=`` for TEM)."""
+        ``vocab_size``, ``vocabulary``, ``oov``, ``case``, ``seed``, ``run_key``,
+        ``id_column``) and, beyond them, the mechanism's declared options (e.g. ``gamma=``
+        for TEM)."""
         own = {f.name for f in fields(cls)} - {"mechanism", "epsilon", "options", "columns"}
         options = {k: v for k, v in params.items() if k not in own}
         kept = {k: v for k, v in params.items() if k in own}
@@ -258,6 +265,21 @@ class BatchPrivatizer:
             start += n
         return result, stats
 
+    def _privatize_by_id(
+        self, cols: Mapping[str, list[str | None]], ids: list[Any] | None
+    ) -> dict[str, list[str | None]]:
+        """Each record (its cells in every column) from its own stream, keyed by its id."""
+        if ids is None:
+            raise InvalidParameterError("id_column", self.id_column, "a column of the data")
+        if len(set(ids)) != len(ids):
+            raise InvalidParameterError("id_column", self.id_column, "unique ids (a repeated id would share a stream)")
+        out: dict[str, list[str | None]] = {c: [] for c in self.columns}
+        for row, rid in enumerate(ids):
+            new, _ = self.privatize_texts([cols[c][row] for c in self.columns], self.generator(_id_unit(rid)))
+            for c, value in zip(self.columns, new, strict=True):
+                out[c].append(value)
+        return out
+
     def privatize_pandas(self, df: Any, partition: int | None = None, first: int = 0) -> Any:
         """A pandas DataFrame with :attr:`columns` privatized (a copy; every other column kept).
 
@@ -268,8 +290,11 @@ class BatchPrivatizer:
         if len(cols) < len(self.columns):
             missing = next(c for c in self.columns if c not in df.columns)
             raise InvalidParameterError("columns", missing, "a column of the data")
-        unit = None if partition is None else (int(partition), int(first), len(df))
-        new, _ = self.privatize_columns(cols, self.generator(unit))
+        if partition is None and self.id_column is not None:
+            new = self._privatize_by_id(cols, df[self.id_column].tolist() if self.id_column in df.columns else None)
+        else:
+            unit = None if partition is None else (int(partition), int(first), len(df))
+            new, _ = self.privatize_columns(cols, self.generator(unit))
         out = df.copy()
         for c, values in new.items():
             out[c] = _like(df[c], values)
@@ -322,10 +347,25 @@ class BatchPrivatizer:
             "columns": list(self.columns),
             "seeded": self.seed is not None,
             "run_key_id": self.run.id,
+            "id_column": self.id_column,
         }
 
 
 SPARK_FILES = "sparkfiles:"
+_ID_UNIT = 2**64 - 1  # a record keyed by its id: (_ID_UNIT, kind, value) never equals a positional unit
+
+
+def _id_unit(rid: Any) -> tuple[int, ...]:
+    import hashlib
+
+    if isinstance(rid, bool) or _isnull(rid):
+        raise InvalidParameterError("id_column", type(rid).__name__, "int or str ids, none missing")
+    if isinstance(rid, int | np.integer) and 0 <= int(rid) < 2**64:
+        return (_ID_UNIT, 0, int(rid))
+    if isinstance(rid, str):
+        digest = hashlib.blake2b(rid.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        return (_ID_UNIT, 1, int.from_bytes(digest[:8], "little"), int.from_bytes(digest[8:], "little"))
+    raise InvalidParameterError("id_column", type(rid).__name__, "int (0 <= id < 2**64) or str ids")
 
 
 def _local_path(embedding: str | None) -> str | None:

@@ -37,8 +37,15 @@ class PrivatizeText(TransformerMixin, BaseEstimator):
         ``transform``. An int: the same output on every call, NOT private (warns). A numpy
         Generator: drawn from, so successive calls differ.
 
-    ``transform(X)`` takes an iterable of strings (a list, a 1-d array or a pandas
-    Series) and returns a list of strings of the same length.
+    ``transform(X)`` takes an iterable of strings (a list, a 1-d array, a pandas Series,
+    a one-column DataFrame or ``(n, 1)`` array as a ``ColumnTransformer`` passes it) and
+    returns a list of strings of the same length; a DataFrame with several columns is
+    refused (name the text column).
+
+    Each ``transform`` call is a new release with fresh noise: transforming the same
+    texts twice releases them twice (the epsilons add up). Choosing ``epsilon`` by
+    cross-validated accuracy always picks the largest (least private) value offered: fix
+    the privacy first (docs/engines.md, "Choosing epsilon in a pipeline").
     """
 
     def __init__(
@@ -107,6 +114,14 @@ class PrivatizeText(TransformerMixin, BaseEstimator):
 def _texts(X: Any) -> list[str]:  # noqa: N803
     if isinstance(X, str):
         raise InvalidParameterError("X", "a str", "an iterable of texts (wrap one text in a list)")
+    if hasattr(X, "columns") and hasattr(X, "iloc"):  # a DataFrame: iterating it would give its column names
+        if len(X.columns) != 1:
+            raise InvalidParameterError(
+                "X", f"a DataFrame with {len(X.columns)} columns", "a Series or a DataFrame with one text column"
+            )
+        X = X.iloc[:, 0]  # noqa: N806
+    if isinstance(X, np.ndarray) and X.ndim == 2 and X.shape[1] == 1:  # one column, e.g. from a ColumnTransformer
+        X = X[:, 0]  # noqa: N806
     if isinstance(X, np.ndarray) and X.ndim != 1:
         raise InvalidParameterError("X", f"an array of shape {X.shape}", "a 1-d sequence of texts")
     if not isinstance(X, Iterable):
