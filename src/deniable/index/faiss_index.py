@@ -41,8 +41,10 @@ def load_faiss() -> Any:
 
     global _blas_set
     if not _blas_set:
-        if hasattr(faiss, "cvar") and hasattr(faiss.cvar, "distance_compute_blas_threshold"):
-            faiss.cvar.distance_compute_blas_threshold = BLAS_THRESHOLD
+        cvar: Any = getattr(faiss, "cvar", None)
+        # faiss < 1.15 counts queries (default 20, already small): only the newer, larger default is lowered
+        if getattr(cvar, "distance_compute_blas_threshold", 0) > BLAS_THRESHOLD:
+            cvar.distance_compute_blas_threshold = BLAS_THRESHOLD
         _blas_set = True
     return faiss
 
