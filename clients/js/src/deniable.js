@@ -274,12 +274,19 @@ export function decodeNearest(vectors, queries, dim) {
     const base = v * dim;
     for (let i = 0; i < nq; i++) {
       const qb = i * dim;
+      const bound = best[i];
       let s = 0;
-      for (let k = 0; k < dim; k++) {
-        const t = queries[qb + k] - vectors[base + k];
-        s += t * t;
+      // partial sums only grow (non-negative terms, monotone rounding): stop once s >= the
+      // best so far, which could not win; a full sum is the same as without the early stop
+      for (let k = 0; k < dim; k += 8) {
+        const end = Math.min(k + 8, dim);
+        for (let j = k; j < end; j++) {
+          const t = queries[qb + j] - vectors[base + j];
+          s += t * t;
+        }
+        if (s >= bound) break;
       }
-      if (s < best[i]) {
+      if (s < bound) {
         best[i] = s;
         arg[i] = v;
       }
