@@ -245,14 +245,16 @@ class _State:
             explain(mech, word, top=cfg.explain_top, draws=draws, samples=min(1000, draws))
             return time.perf_counter() - t0
 
-        a, b = min(100, cfg.explain_draws), min(2000, cfg.explain_draws)
+        cap = cfg.explain_draws
+        draws = min(100, cap)
         probes = [words[0], words[len(words) // 2], words[-1]]
-        t_a = max(timed(a, w) for w in probes)
-        if b <= a:
-            return a
-        t_b = max(timed(b, w) for w in probes[::2])
-        per_draw = max(1e-9, (t_b - t_a) / (b - a))
-        return int(max(1, min(cfg.explain_draws, a + (seconds - t_a) / per_draw)))
+        took, slowest = max((timed(draws, w), w) for w in probes)
+        while draws < cap and took < seconds / 2:  # grow until the time is measured, not extrapolated far
+            draws = min(cap, draws * 4)
+            took = timed(draws, slowest)
+        if took <= seconds:
+            return draws
+        return max(1, int(draws * seconds / took))
 
 
 def _probe(words: list[str], probe: int) -> str:
