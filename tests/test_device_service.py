@@ -121,3 +121,10 @@ def test_not_ready_is_503() -> None:
         app.state.deniable.ready.clear()
         assert c.get("/v1/device").status_code == 503
         assert c.post("/v1/decode", json={"artefact": "x", "codes": ""}).status_code == 503
+
+
+def test_decode_takes_a_concurrency_slot(client: TestClient) -> None:
+    from deniable.service._guard import Guard
+
+    guard = [m for m in client.app.user_middleware if m.cls is Guard]  # type: ignore[attr-defined]
+    assert guard and "/v1/decode" in guard[0].kwargs["work_paths"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import gzip
 import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -163,7 +162,3 @@ def test_real_lines_split_identically(js: Harness) -> None:
     assert len(lines) >= 10_000
     for s in range(0, len(lines), 2000):
         check_split(js, lines[s : s + 2000])
-
-
-def test_shared_data_path_is_a_path() -> None:
-    assert isinstance(SHARED_DATA, Path)

@@ -84,6 +84,11 @@ def install_device_routes(app: FastAPI, state: Any) -> None:
     from .._random import secure_generator
 
     artefacts = _Artefacts(state)
+    from ._guard import Guard
+
+    for m in app.user_middleware:  # the decode is work: it takes a concurrency slot like /v1/privatize
+        if m.cls is Guard:
+            m.kwargs["work_paths"] = frozenset(m.kwargs["work_paths"]) | {DECODE_PATH}  # type: ignore[call-overload]
 
     def error(status: int, loc: str, msg: str, kind: str) -> HTTPException:
         return HTTPException(status, [{"loc": ["body", loc], "msg": msg, "type": kind}])
