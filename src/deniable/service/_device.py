@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from fastapi import Request  # this module is imported by create_app only (the 'serve' extra is there)
+from fastapi.responses import JSONResponse, Response
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -79,7 +80,6 @@ def install_device_routes(app: FastAPI, state: Any) -> None:
     """Add the device routes (see the module docstring) to ``app``, built by ``create_app``."""
     import anyio
     from fastapi import HTTPException
-    from fastapi.responses import JSONResponse, Response
 
     from .._random import secure_generator
 
@@ -100,7 +100,7 @@ def install_device_routes(app: FastAPI, state: Any) -> None:
             )
         return artefacts.get()
 
-    @app.get("/v1/device", tags=["device"])
+    @app.get("/v1/device", tags=["device"], response_model=None)
     def device_index() -> JSONResponse:
         """The web artefacts offered for on-device privatization, and the client's URL."""
         import json
@@ -120,14 +120,14 @@ def install_device_routes(app: FastAPI, state: Any) -> None:
         body = {"artefacts": out, "client": "/v1/device/client/deniable.js", "decode": DECODE_PATH}
         return JSONResponse(body, headers={"Cache-Control": "no-cache"})
 
-    @app.get("/v1/device/client/{name}", tags=["device"], include_in_schema=False)
+    @app.get("/v1/device/client/{name}", tags=["device"], include_in_schema=False, response_model=None)
     def client_file(name: str) -> Response:
         if name not in CLIENT_FILES:
             raise HTTPException(404, [{"loc": ["path"], "msg": "no such file", "type": "not_found"}])
         data = package_files(__package__).joinpath("static", "client", name).read_bytes()
         return Response(data, media_type=CLIENT_FILES[name], headers={"Cache-Control": "no-cache"})
 
-    @app.get("/v1/device/{artefact}/{name}", tags=["device"])
+    @app.get("/v1/device/{artefact}/{name}", tags=["device"], response_model=None)
     def artefact_file(artefact: str, name: str) -> Response:
         """One whole file of a web artefact: the bytes `export-device --format web` writes, cached forever."""
         found = ready().get(artefact)
@@ -138,7 +138,7 @@ def install_device_routes(app: FastAPI, state: Any) -> None:
             kind = "text/plain; charset=utf-8"
         return Response(found[1][name], media_type=kind, headers={"Cache-Control": _IMMUTABLE, "ETag": f'"{artefact}"'})
 
-    @app.post(DECODE_PATH, tags=["device"])
+    @app.post(DECODE_PATH, tags=["device"], response_model=None)
     async def decode(request: Request) -> JSONResponse:
         """Split mode: decode noisy codes (brr) or noisy float32 vectors (madlib) to words; never receives a word.
 
