@@ -44,7 +44,10 @@ def mechanisms_cmd(
             f"{r['summary']} ({r['paper']})",
             r["page"],
         )
-    Console().print(table)
+    console = Console()
+    if not console.is_terminal:  # piped: wide enough for the table (rich would assume 80 columns)
+        console = Console(width=200)
+    console.print(table)
 
 
 def mechanism_flag_help(lead: str = "") -> str:
