@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pytest
 
-pytest.importorskip("sklearn", reason="needs deniable[sklearn]")
+pytest.importorskip("sklearn", minversion="1.6", reason="needs deniable[sklearn] (scikit-learn >= 1.6)")
 from sklearn.base import clone  # noqa: E402
 from sklearn.feature_extraction.text import CountVectorizer  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402

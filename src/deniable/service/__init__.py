@@ -363,8 +363,9 @@ def create_app(
         if background and not state.ready.is_set() and state.failed is None:
             threading.Thread(target=_run_build, args=(state,), name="deniable-prepare", daemon=True).start()
         yield
-        if state._pool is not None:
-            state._pool.shutdown(wait=False, cancel_futures=True)
+        pool, state._pool = state._pool, None  # an app served again (a new lifespan) makes a new pool
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(
         title="deniable",
