@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import socket
 import threading
 import time
@@ -15,6 +14,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+from _browser import chromium
 
 pytest.importorskip("fastapi")
 uvicorn = pytest.importorskip("uvicorn")
@@ -49,18 +50,7 @@ def server() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def driver() -> Iterator[Any]:
-    chrome = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver_path = shutil.which("chromedriver")
-    if not chrome or not driver_path:
-        pytest.skip("needs Debian's chromium and chromium-driver: apt-get install -y chromium chromium-driver")
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = chrome
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage"):
-        opts.add_argument(arg)
-    opts.set_capability("goog:loggingPrefs", {"performance": "ALL"})
-    d = webdriver.Chrome(service=Service(executable_path=driver_path), options=opts)
+    d = chromium(performance_log=True)
     yield d
     d.quit()
 

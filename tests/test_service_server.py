@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -16,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from _browser import chromium
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
@@ -120,18 +121,7 @@ def test_two_workers_serve(emb_dir: Path) -> None:
 
 
 def browser() -> Any:
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (dev extra)")
-    chrome = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver_path = shutil.which("chromedriver")
-    if not chrome or not driver_path:
-        pytest.skip("needs Debian's chromium and chromium-driver: apt-get install -y chromium chromium-driver")
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = chrome
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1100,900"):
-        opts.add_argument(arg)
-    return webdriver.Chrome(service=Service(executable_path=driver_path), options=opts)  # nothing downloaded
+    return chromium()
 
 
 def test_playground_page_in_a_browser(server: str) -> None:
