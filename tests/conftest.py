@@ -114,3 +114,22 @@ def emb_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("emb") / "toy"
     make_toy_embedding().save(path)
     return path
+
+
+# -- the on-device client (clients/js): one Node harness and one web export per test module --
+@pytest.fixture(scope="module")
+def js():  # type: ignore[no-untyped-def]
+    """A Node process running clients/js/tools/harness.mjs (skips without Debian's nodejs)."""
+    from _device_helpers import Harness
+
+    h = Harness()
+    yield h
+    h.close()
+
+
+@pytest.fixture(scope="module")
+def artefacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Both web artefacts (``deniable export-device --format web``) of the small test mechanisms."""
+    from _device_helpers import export
+
+    return export(tmp_path_factory.mktemp("web"))

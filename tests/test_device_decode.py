@@ -19,20 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from _device_helpers import Harness, b64, export, mechanisms, service_app, unb64
+from _device_helpers import Harness, b64, mechanisms, service_app, unb64
 from deniable.metrics import hamming
-
-
-@pytest.fixture(scope="module")
-def artefacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    return export(tmp_path_factory.mktemp("web"))
-
-
-@pytest.fixture(scope="module")
-def js() -> Iterator[Harness]:
-    h = Harness()
-    yield h
-    h.close()
 
 
 @pytest.fixture(scope="module")

@@ -13,14 +13,13 @@ test has a twin with the wrong epsilon (or dimension) that must fail.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy import stats
 
-from _device_helpers import Harness, export, mechanisms, unb64
+from _device_helpers import Harness, mechanisms, unb64
 from deniable.mechanisms.brr import BinaryRandomizedResponse, flip_probability
 from deniable.metrics import hamming
 
@@ -29,18 +28,6 @@ pytestmark = pytest.mark.slow
 WORDS = 20
 DRAWS = 5000  # per word: 100,000 per epsilon and side
 PASS, FAIL = 1e-3, 1e-6
-
-
-@pytest.fixture(scope="module")
-def artefacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    return export(tmp_path_factory.mktemp("web"))
-
-
-@pytest.fixture(scope="module")
-def js() -> Iterator[Harness]:
-    h = Harness()
-    yield h
-    h.close()
 
 
 def g_homogeneity(a: np.ndarray, b: np.ndarray, minimum: int = 10) -> float:

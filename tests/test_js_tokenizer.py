@@ -96,13 +96,6 @@ def real_lines(limit: int) -> Iterator[str]:
             yield line.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
-@pytest.fixture(scope="module")
-def js() -> Iterator[Harness]:
-    h = Harness()
-    yield h
-    h.close()
-
-
 def check_split(js: Harness, texts: list[str]) -> None:
     got = js("split", texts=texts)["parts"]
     for i, text in enumerate(texts):
