@@ -200,7 +200,7 @@ def library(args: argparse.Namespace, emb: Any, pools: Any) -> dict[str, dict[st
     for name in args.mechanisms:
         mech = build(name, emb, args.epsilon, args.fast, args.decode)
         if name == "tem":
-            from deniable.artefacts import prepare
+            from deniable.preparation import prepare
 
             prepare(emb, ["tem"], options={"epsilon": args.epsilon}, show_progress=False)
         gen = secure_generator()
@@ -283,7 +283,7 @@ def throughput(args: argparse.Namespace, emb: Any) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from _common import corpus_ids
     from deniable._random import secure_generator
-    from deniable.artefacts import prepare
+    from deniable.preparation import prepare
 
     ids, source = corpus_ids(emb, args.throughput)
     print(f"\nThroughput: {ids.size:,} tokens ({source}), {args.rounds} interleaved rounds: median [min-max] tok/s\n")

@@ -11,7 +11,8 @@ import pytest
 
 import deniable.artefacts as prep
 from conftest import make_tiny_embedding, make_toy_embedding
-from deniable.artefacts import STAMP, ArtefactError, ArtefactInfo, open_artefact, prepare, verify_artefacts
+from deniable.artefacts import STAMP, ArtefactError, ArtefactInfo, open_artefact, verify_artefacts
+from deniable.preparation import prepare
 
 
 @pytest.fixture
@@ -130,17 +131,28 @@ def test_verify_catches_a_flipped_byte_anywhere(
     assert run_app(["prepare", "--verify", "--list"]) == 2
 
 
-def test_builtin_kinds_load_on_first_need_and_match_their_modules() -> None:
-    import importlib
+def test_kinds_register_where_defined_and_deniable_imports_none() -> None:
+    import json
     import subprocess
     import sys
 
-    for kind, (module, builder, stale) in prep._BUILTIN.items():
-        mod = importlib.import_module(module)
-        assert kind in {v for k, v in vars(mod).items() if k.endswith("_KIND")}
-        prep._builtin(kind)
-        assert prep._KINDS[kind] is getattr(mod, builder)
-        assert prep._STALE.get(kind) is (getattr(mod, stale) if stale else None)
+    # the store knows no kind; importing a mechanism registers the kinds it prepares (its
+    # ``prepared_artefacts``), each in the module that defines the builder
+    code = (
+        "import deniable.artefacts as a, deniable.mechanisms as m; before = set(a._KINDS); "
+        "[m.mechanism_class(n) for n in m.mechanism_names()]; "
+        "import deniable.calibrate.table, json; "
+        "print(json.dumps([sorted(before), sorted(a._KINDS), sorted(a._STALE)]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    before, after, stale = json.loads(out)
+    assert before == []
+    assert set(after) == {"tem-knn", "tem-totals", "tem-far", "hnsw", "binary-codes", "binary-hnsw"} | {
+        "decode-choice",
+        "diffractor-list",
+        "calibration",
+    }
+    assert stale == ["tem-totals"]
     # `import deniable` imports no mechanism module (nor scipy.special) until an artefact is needed
     code = "import sys, deniable; print(sorted(m for m in sys.modules if m.startswith(('deniable.mech', 'scipy.sp'))))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

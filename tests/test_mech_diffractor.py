@@ -11,9 +11,10 @@ import pytest
 from scipy import stats
 
 from deniable import Embedding, InvalidParameterError
-from deniable.artefacts import list_artefacts, planned_artefacts, prepare
+from deniable.artefacts import list_artefacts
 from deniable.mechanisms import make_mechanism
 from deniable.mechanisms.diffractor import LIST_KIND, Diffractor, greedy_walk
+from deniable.preparation import planned_artefacts, prepare
 
 
 def line_embedding(n: int = 12, seed: int = 0, dim: int = 3) -> Embedding:

@@ -17,7 +17,6 @@ from deniable.artefacts import (
     build_artefact,
     list_artefacts,
     open_artefact,
-    prepare,
     register_kind,
     remove_artefacts,
 )
@@ -27,6 +26,7 @@ from deniable.mechanisms import tem as tem_module
 from deniable.mechanisms._tem_geometry import Geometry
 from deniable.mechanisms._tem_store import knn_entry
 from deniable.mechanisms.tem import TruncatedExponential
+from deniable.preparation import planned_artefacts, prepare
 from test_tem_support import ALPHA, force_path, g_test_pvalue
 
 METRICS = ["euclidean", "manhattan", "chebyshev", "angular"]
@@ -391,10 +391,10 @@ def test_brr_hnsw_prepared_listed_verified_and_used(
     assert len(builds) == 2
 
     # --remove of brr --index hnsw deletes both; flat brr only the codes
-    assert len(remove_artefacts(emb, prep.planned_artefacts(emb, ["brr"], options=BRR_HNSW))) == 2
+    assert len(remove_artefacts(emb, planned_artefacts(emb, ["brr"], options=BRR_HNSW))) == 2
     assert list_artefacts(emb) == []
     with pytest.raises(InvalidParameterError, match="index"):
-        prep.planned_artefacts(emb, ["brr"], options={"index": "auto"})
+        planned_artefacts(emb, ["brr"], options={"index": "auto"})
 
 
 def test_brr_hnsw_built_lazily_says_so_once(
@@ -449,7 +449,7 @@ def _prepare_in_child(what: str, cache: str, log: str) -> None:
 
     os.environ["DENIABLE_CACHE"] = cache
     tuned.MIN_SIZE = 0
-    module, name = (binary, "_write_binary_hnsw") if what == "binary-hnsw" else (tuned, "_write_choice")
+    module, name = (binary, "_write_binary_hnsw") if what == "binary-hnsw" else (tuned, "write_choice")
     original = getattr(module, name)
 
     def logged(*args: Any, **kwargs: Any) -> Any:
@@ -509,7 +509,7 @@ def test_madlib_decode_choice_prepared_listed_verified_and_used(
     assert open_artefact(emb, DECODE_CHOICE_KIND, choice.params) == choice
 
     # the mechanism reads the prepared choice: nothing measured, nothing said
-    measured = _counting(monkeypatch, tuned, "_write_choice")
+    measured = _counting(monkeypatch, tuned, "write_choice")
     capsys.readouterr()
     mech = MultivariateLaplace(emb, 50.0)
     mech.privatize(np.arange(50), np.random.default_rng(0))
@@ -542,7 +542,7 @@ def test_madlib_decode_choice_prepared_listed_verified_and_used(
     MultivariateLaplace(emb, 7.0).privatize(np.arange(20))
     assert _build_starts(caplog) == [] and len(measured) == 3
     # removing one epsilon's choice (and the HNSW index it reads) leaves the others
-    plan = prep.planned_artefacts(emb, ["madlib"], options={"epsilon": 7.0})
+    plan = planned_artefacts(emb, ["madlib"], options={"epsilon": 7.0})
     assert [i.kind for i in remove_artefacts(emb, plan)] == ["decode-choice", "hnsw"]
     assert list_artefacts(emb) == []
 

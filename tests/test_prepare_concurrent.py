@@ -9,7 +9,8 @@ import pytest
 
 from conftest import make_tiny_embedding
 from deniable._progress import progress
-from deniable.artefacts import list_artefacts, planned_artefacts, prepare
+from deniable.artefacts import list_artefacts
+from deniable.preparation import planned_artefacts, prepare
 
 
 def test_several_mechanisms_are_prepared_concurrently_in_plan_order(

@@ -11,8 +11,8 @@ import pytest
 
 from conftest import make_tiny_embedding, make_toy_embedding
 from deniable import Privatizer
-from deniable.artefacts import prepare
 from deniable.mechanisms.tem import TruncatedExponential
+from deniable.preparation import prepare
 from test_tem_support import force_path
 
 

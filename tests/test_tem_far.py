@@ -18,12 +18,13 @@ import numpy as np
 import pytest
 
 from conftest import make_tiny_embedding
-from deniable.artefacts import open_artefact, prepare
+from deniable.artefacts import open_artefact
 from deniable.mechanisms import _tem_far as far_module
 from deniable.mechanisms import tem as tem_module
 from deniable.mechanisms._tem_far import FAR_KIND, PreparedFar, far_artefact_params
 from deniable.mechanisms._tem_geometry import Geometry
 from deniable.mechanisms.tem import TruncatedExponential, _count_at_most, _segments
+from deniable.preparation import prepare
 from test_tem_support import ALPHA, force_path, g_test_pvalue
 
 WORDS = (3, 40, 150)

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from conftest import make_tiny_embedding
-from deniable.artefacts import prepare
 from deniable.mechanisms import _tem_oblivious as oblivious
 from deniable.mechanisms import tem as tem_module
 from deniable.mechanisms.tem import TruncatedExponential
+from deniable.preparation import prepare
 from test_tem_support import ALPHA, force_path, g_test_pvalue
 
 WORDS = (3, 40, 150)

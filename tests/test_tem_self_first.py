@@ -17,11 +17,12 @@ import numpy as np
 import pytest
 
 from conftest import make_tiny_embedding, make_toy_embedding
-from deniable.artefacts import artefact_path, list_artefacts, open_artefact, planned_artefacts, prepare
+from deniable.artefacts import artefact_path, list_artefacts, open_artefact
 from deniable.mechanisms import tem as tem_module
 from deniable.mechanisms._tem_far import FAR_KIND
 from deniable.mechanisms._tem_geometry import Geometry
 from deniable.mechanisms.tem import TOTALS_KIND, TruncatedExponential
+from deniable.preparation import planned_artefacts, prepare
 from test_tem_support import ALPHA, force_path, g_test_pvalue
 
 WORDS = (3, 40, 150)

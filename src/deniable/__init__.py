@@ -27,8 +27,8 @@ from ._errors import (
     ResourceLimitError,
 )
 from ._random import RunKey, check_random_state, secure_generator, seeded_generator
-from .artefacts import prepare
 from .embedding import Embedding, load_embedding
+from .preparation import prepare
 
 __version__ = "0.1.0"
 

@@ -25,7 +25,9 @@ write to disk (see docs/tem.md, "What is stored").
 - **Generic**: a kind is registered with :func:`register_kind` (a builder writing its
   files into a folder, and optionally a ``stale`` test for an artefact computed from
   other artefacts: an intact copy that no longer fits them is rebuilt, and not opened
-  meanwhile); :func:`prepare` maps mechanism names to the kinds they use.
+  meanwhile). Each kind registers itself in the module that defines its builder (the store
+  knows no kind and imports nothing above it); :func:`deniable.preparation.prepare` maps
+  mechanism names to the kinds they use.
 """
 
 from __future__ import annotations
@@ -38,7 +40,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,8 +63,6 @@ __all__ = [
     "list_artefacts",
     "obtain_artefact",
     "open_artefact",
-    "planned_artefacts",
-    "prepare",
     "register_kind",
     "remove_artefacts",
     "remove_temporaries",
@@ -120,7 +119,7 @@ def register_kind(kind: str, builder: Builder, stale: Stale | None = None) -> No
     the artefacts it was computed from (it is then rebuilt by :func:`build_artefact` and not
     returned by :func:`open_artefact`).
     """
-    _KINDS[kind] = builder  # a built-in kind of this name is then never loaded
+    _KINDS[kind] = builder
     if stale is not None:
         _STALE[kind] = stale
     else:
@@ -129,7 +128,6 @@ def register_kind(kind: str, builder: Builder, stale: Stale | None = None) -> No
 
 def _is_stale(embedding: Vocabulary, kind: str, params: dict[str, Any], path: Path) -> bool:
     """The ``stale`` test registered for ``kind`` (none: never stale)."""
-    _builtin(kind)
     stale = _STALE.get(kind)
     return stale is not None and stale(embedding, params, path)
 
@@ -357,10 +355,11 @@ def build_artefact(
     ``kind`` for this call (a caller that holds the inputs in memory, e.g. given codes).
     The build is logged (:func:`deniable._progress.building`) with ``description``.
     """
-    _builtin(kind)
     registered = _KINDS.get(kind)
     if registered is None:
-        raise InvalidParameterError("kind", kind, "one of " + ", ".join(sorted({*_KINDS, *_BUILTIN})))
+        # a kind registers itself where its builder is defined: importing that module (the
+        # mechanism or index that reads the artefact) registers it
+        raise InvalidParameterError("kind", kind, "a registered kind: " + ", ".join(sorted(_KINDS)))
     path = artefact_path(embedding, kind, params)
     with file_lock(path.parent / f"{path.name}.lock"):
         if (path / MANIFEST).is_file() and not rebuild:
@@ -541,136 +540,3 @@ def remove_artefacts(
                 shutil.rmtree(info.path, ignore_errors=True)
             removed.append(info)
     return removed
-
-
-# -- what each mechanism prepares ----------------------------------------------------------
-
-
-def planned_artefacts(
-    embedding: Vocabulary,
-    mechanisms: Iterable[str] = ("tem",),
-    *,
-    metric: str = "euclidean",
-    options: dict[str, Any] | None = None,
-) -> list[tuple[str, dict[str, Any]]]:
-    """``(kind, params)`` of every artefact ``mechanisms`` read on ``embedding`` (nothing is built).
-
-    ``options``: mechanism parameters the artefacts depend on (brr: ``bits``, ``binarizer``,
-    ``seed``, ``binarizer_options``, ``index``; madlib: ``epsilon``, a number or a list, for
-    its ``index="auto"`` decode choice, ``index``, ``index_options``); each mechanism reads
-    the ones it knows.
-    """
-    from .mechanisms import mechanism_class
-    from .metrics import METRICS, check_metric
-
-    names = [mechanisms] if isinstance(mechanisms, str) else list(mechanisms)
-    for name in names:
-        mechanism_class(name)  # an unknown name is an InvalidParameterError naming the registered ones
-    # a mechanism whose guarantee has a metric of its own (diffractor: list positions) accepts it too
-    own = tuple(m for n in names if isinstance(m := getattr(mechanism_class(n), "metric", None), str))
-    options = {**(options or {}), "metric": check_metric(metric, (*METRICS, *own))}
-    out: list[tuple[str, dict[str, Any]]] = []
-    for name in names:
-        # capability: a mechanism class that reads prepared artefacts lists them
-        planner = getattr(mechanism_class(name), "prepared_artefacts", None)
-        if planner is not None:
-            out.extend(planner(embedding, options))
-    return out
-
-
-def prepare(
-    embedding: Vocabulary,
-    mechanisms: Iterable[str] = ("tem",),
-    *,
-    metric: str = "euclidean",
-    options: dict[str, Any] | None = None,
-    show_progress: bool | None = None,
-    rebuild: bool = False,
-) -> list[ArtefactInfo]:
-    """Build every input-independent artefact ``mechanisms`` use on ``embedding`` (once).
-
-    Parameters
-    ----------
-    embedding
-        The vocabulary and vectors (restrict it first with ``Embedding.subset``).
-    mechanisms
-        Mechanism names; ``"tem"`` prepares TEM's k-NN tables for the whole vocabulary
-        (they serve every epsilon and gamma); ``"madlib"`` (and ``"mahalanobis"``) the
-        float HNSW index of its ``index="hnsw"`` / ``"auto"`` decode and, for each
-        ``options["epsilon"]``, the ``"auto"`` decode choice at that epsilon
-        (``decode-choice``); ``"brr"`` its trained binary codes (``options``: ``bits``,
-        ``binarizer``, ``seed``) and, with ``options["index"] == "hnsw"``, their binary
-        HNSW index (``binary-hnsw``).
-    metric
-        The metric the mechanism will use (TEM: euclidean, manhattan, chebyshev, angular).
-    options
-        Other mechanism parameters the artefacts depend on (see :func:`planned_artefacts`).
-    show_progress
-        Progress bars (default: when stderr is a terminal).
-    rebuild
-        Rebuild even when a verified copy exists.
-
-    Returns the artefacts (built now or found verified). Mechanisms that need nothing
-    prepared are accepted and add nothing.
-    """
-    names = [mechanisms] if isinstance(mechanisms, str) else list(mechanisms)
-    groups = [planned_artefacts(embedding, [name], metric=metric, options=options) for name in names]
-    groups = [g for g in groups if g]
-
-    def build_group(group: list[tuple[str, dict[str, Any]]]) -> list[ArtefactInfo]:
-        return [build_artefact(embedding, k, p, show_progress=show_progress, rebuild=rebuild) for k, p in group]
-
-    if len(groups) <= 1:
-        return [info for group in groups for info in build_group(group)]
-    # each mechanism's artefacts in order, two mechanisms at a time: the long TEM build
-    # leaves part of the CPU idle (its two workers wait on each other), which the others
-    # use; the locks keep a shared artefact (the same HNSW index) built once
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = [pool.submit(build_group, group) for group in groups]
-        return [info for f in futures for info in f.result()]
-
-
-#: The built-in kinds: kind -> (module, builder, stale test or None). A kind's module is imported
-#: when that kind is first built or opened, not at import: `import deniable` and a CLI start-up
-#: would otherwise import every mechanism, index and scipy module.
-_BUILTIN: dict[str, tuple[str, str, str | None]] = {
-    "tem-knn": ("deniable.mechanisms._tem_store", "build_knn_artefact", None),
-    "tem-totals": ("deniable.mechanisms.tem", "build_totals_artefact", "totals_stale"),
-    "tem-far": ("deniable.mechanisms._tem_far", "build_far_artefact", None),
-    "hnsw": ("deniable.index.faiss_index", "build_hnsw_artefact", None),
-    "binary-codes": ("deniable.binarize", "build_codes_artefact", None),
-    "binary-hnsw": ("deniable.index.binary", "build_binary_hnsw_artefact", None),
-    "decode-choice": ("deniable.index.tuned", "build_decode_choice_artefact", None),
-    "diffractor-list": ("deniable.mechanisms.diffractor", "build_list_artefact", None),
-}
-_builtin_lock = threading.Lock()
-
-
-def _builtin(kind: str) -> None:
-    """Register the built-in ``kind`` on first need (unless a kind of that name was registered)."""
-    spec = _BUILTIN.get(kind)
-    if spec is None or kind in _KINDS:
-        return
-    import importlib
-
-    with _builtin_lock:
-        if kind in _KINDS:
-            return
-        module = importlib.import_module(spec[0])
-        if spec[2] is not None:
-            _STALE.setdefault(kind, getattr(module, spec[2]))
-        _KINDS[kind] = getattr(module, spec[1])
-
-
-def _build_calibration(
-    embedding: Vocabulary, params: dict[str, Any], folder: Path, show_progress: bool | None
-) -> dict[str, str] | None:
-    """Kind ``calibration``: a mechanism's unchanged-share curve on public reference text
-    (:mod:`deniable.calibrate.table`; imported only when one is built)."""
-    from .calibrate.table import build_calibration_artefact
-
-    build_calibration_artefact(embedding, params, folder, show_progress)
-    return None
-
-
-_KINDS.setdefault("calibration", _build_calibration)

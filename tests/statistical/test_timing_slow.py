@@ -24,9 +24,9 @@ from scipy.stats import mannwhitneyu
 
 from conftest import make_tiny_embedding
 from deniable import NotPrivateWarning
-from deniable.artefacts import prepare
 from deniable.mechanisms.tem import TruncatedExponential
 from deniable.mechanisms.truncated_gumbel import TruncatedGumbel
+from deniable.preparation import prepare
 
 pytestmark = pytest.mark.slow
 

@@ -25,6 +25,7 @@ import numpy.typing as npt
 
 from .._errors import EmbeddingError, InvalidParameterError
 from .._validation import check_choice, check_int
+from ..artefacts import register_kind
 from ._methods import autoencoder_codes, itq_codes, simhash_codes, train_autoencoder
 from .device import CodeVocabulary
 
@@ -236,3 +237,6 @@ def binarize(
     if codes.dtype != np.uint8 or codes.shape != (embedding.size, bits // 8):
         raise EmbeddingError(f"prepared codes {info.path} have shape {codes.shape}; rebuild them with deniable prepare")
     return codes
+
+
+register_kind(CODES_KIND, build_codes_artefact)  # the store's kind, declared where its builder is

@@ -30,7 +30,10 @@ import numpy.typing as npt
 
 from .._cache import atomic_path
 from .._errors import EmbeddingError
-from ..embedding import WORDS_FILE, Vocabulary, unique_index
+
+# the embedding's types, not its package: the package's loaders read device artefacts (this module)
+from ..embedding._embedding import WORDS_FILE
+from ..embedding._vocabulary import Vocabulary, unique_index
 
 __all__ = [
     "CODES_FILE",

@@ -42,6 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import InvalidParameterError, NotPrivateWarning
+from ..artefacts import register_kind
 
 if TYPE_CHECKING:
     from ..embedding import Vocabulary
@@ -395,7 +396,7 @@ def table_key_options(
     An option holding an object (a shared index) is keyed by nothing it could name: such a
     mechanism is keyed as ``None`` (the caller then estimates instead of reading a table).
     """
-    from ..mechanisms import options_of
+    from ..mechanisms.registry import options_of
 
     out: dict[str, Any] = {}
     for opt in options_of(name):
@@ -460,7 +461,9 @@ def build_table(
     import warnings
 
     from .._validation import check_int
-    from ..mechanisms import make_mechanism, validate_options
+
+    # the registry, not deniable.mechanisms: make_mechanism resolves epsilon="auto" through this module
+    from ..mechanisms.registry import mechanism_class, validate_options
 
     check_int("tokens", tokens, minimum=16)
     opts = validate_options(name, dict(options or {}))
@@ -471,7 +474,7 @@ def build_table(
     def run(eps: float) -> CalibrationPoint:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", NotPrivateWarning)
-            mech = make_mechanism(name, embedding, eps, **opts)
+            mech = mechanism_class(name)(embedding, epsilon=eps, **opts)  # type: ignore[call-arg]
         p = evaluate_point(mech, ids, neighbours=neighbours)
         points[p.epsilon] = p
         log.info("calibration %s: epsilon %g -> %.1f%% unchanged", name, eps, 100 * p.unchanged)
@@ -658,3 +661,6 @@ def _strength(mech: Mechanism, options: Mapping[str, Any] | None) -> Strength:
         f"estimated now from {POINT_TOKENS:,} public reference tokens; `deniable prepare --calibration -m {name}` "
         "stores the whole curve", None, p.similarity,
     )  # fmt: skip
+
+
+register_kind(CALIBRATION_KIND, build_calibration_artefact)  # the store's kind, declared where its builder is

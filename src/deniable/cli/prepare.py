@@ -119,12 +119,11 @@ def prepare_cmd(
     from ..artefacts import (
         legacy_tem_folders,
         list_artefacts,
-        planned_artefacts,
-        prepare,
         remove_artefacts,
         remove_temporaries,
         stale_temporaries,
     )
+    from ..preparation import planned_artefacts, prepare
 
     if list_ + remove + verify > 1:
         raise InvalidParameterError("--list", "with --remove or --verify", "one of --list, --remove or --verify")

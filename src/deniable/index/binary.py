@@ -30,6 +30,7 @@ import numpy.typing as npt
 
 from .._cache import cache_dir
 from .._errors import EmbeddingError, InvalidParameterError
+from ..artefacts import register_kind
 from ..metrics import hamming
 from .faiss_index import _FaissWrapper, add_in_chunks, read_flags
 
@@ -350,3 +351,6 @@ def make_code_index(codes: npt.ArrayLike, kind: str | CodeIndex = "flat", **opti
     if kind == "hnsw":
         return BinaryHNSWIndex.cached(arr, **options)
     raise InvalidParameterError("index", kind, "one of " + ", ".join(map(repr, CODE_INDEXES)))
+
+
+register_kind(BINARY_HNSW_KIND, build_binary_hnsw_artefact)  # the store's kind, declared where its builder is

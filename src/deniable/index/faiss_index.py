@@ -8,6 +8,7 @@ import numpy.typing as npt
 
 from .._errors import InvalidParameterError
 from .._progress import progress
+from ..artefacts import register_kind
 from ._base import Index, check_index, check_queries
 from .exact import ExactIndex
 
@@ -210,3 +211,6 @@ def make_index(embedding: Embedding, kind: str | Index = "exact", **options: Any
     if kind == "hnsw":
         return HNSWIndex.cached(embedding, **options)
     raise InvalidParameterError("index", kind, "one of 'exact', 'flat', 'hnsw'")
+
+
+register_kind(HNSW_KIND, build_hnsw_artefact)  # the store's kind, declared where its builder is

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._errors import InvalidParameterError
 from .._progress import progress
 from .._random import seeded_generator
 from ._base import Index
@@ -34,7 +33,7 @@ from .exact import ExactIndex
 from .faiss_index import FlatIndex, HNSWIndex
 
 if TYPE_CHECKING:
-    from ..embedding import Embedding, Vocabulary
+    from ..embedding import Embedding
 
 __all__ = [
     "DECODE_CHOICE_KIND",
@@ -42,10 +41,10 @@ __all__ = [
     "MIN_SIZE",
     "TunedChoice",
     "agreement_threshold",
-    "build_decode_choice_artefact",
     "decode_choice_params",
     "decoded_exactly",
     "tuned_index",
+    "write_choice",
 ]
 
 #: efSearch values tried, cheapest first. Beyond 512 HNSW is no faster per thread than
@@ -150,7 +149,7 @@ def tuned_index(
         return TunedChoice(ExactIndex(embedding.vectors), known, None)
 
     def write(folder: Path, show_progress: bool | None) -> None:
-        _write_choice(embedding, make_queries, params, folder, show_progress)
+        write_choice(embedding, make_queries, params, folder, show_progress)
         nonlocal notice
         notice = False  # said once; the HNSW index was built (or found) with the choice
 
@@ -194,7 +193,7 @@ def _measured_exact(embedding: Embedding, params: dict[str, Any]) -> str | None:
     )
 
 
-def _write_choice(
+def write_choice(
     embedding: Embedding,
     make_queries: Callable[[np.random.Generator, int], np.ndarray],
     params: dict[str, Any],
@@ -225,31 +224,6 @@ def _write_choice(
                     chosen = ef
                     break
     (folder / CHOICE_FILE).write_text(json.dumps({"ef_search": chosen, "agreement": agree}), encoding="utf-8")
-
-
-def build_decode_choice_artefact(
-    embedding: Vocabulary, params: dict[str, Any], folder: Path, show_progress: bool | None
-) -> None:
-    """The registered builder of :data:`DECODE_CHOICE_KIND` (``deniable prepare -m madlib --epsilon E``).
-
-    It rebuilds the mechanism named in ``params["mechanism"]`` to draw its public queries.
-    """
-    from ..embedding import Embedding
-    from ..mechanisms import mechanism_class
-    from ..mechanisms.laplace import MultivariateLaplace
-
-    if not isinstance(embedding, Embedding):
-        raise Embedding.type_error(embedding)
-    spec = params.get("mechanism")
-    if spec is None:
-        raise InvalidParameterError(
-            "mechanism", None, "a mechanism spec (a choice keyed by a caller's own queries is made by that caller)"
-        )
-    mech = mechanism_class(spec["name"])(embedding, **spec["options"])  # type: ignore[call-arg]
-    if not isinstance(mech, MultivariateLaplace) or mech._tuning_key() != params["key"]:
-        raise InvalidParameterError("mechanism", spec["name"], "a mechanism whose decode is tuned with this key")
-    make_queries = mech._public_queries
-    _write_choice(embedding, make_queries, params, folder, show_progress)
 
 
 def _read_choice(path: Path) -> tuple[int | None, float]:

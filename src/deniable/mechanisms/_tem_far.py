@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._progress import progress
+from ..artefacts import register_kind
 from ..embedding import Embedding, Vocabulary
 from ._tem_geometry import Geometry
 
@@ -189,3 +190,6 @@ def build_far_artefact(embedding: Vocabulary, params: dict[str, Any], folder: Pa
     np.save(folder / "starts.npy", starts, allow_pickle=False)
     np.save(folder / "step.npy", np.float64(step), allow_pickle=False)
     np.save(folder / "bounds.npy", bounds, allow_pickle=False)
+
+
+register_kind(FAR_KIND, build_far_artefact)  # the store's kind, declared where its builder is

@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._progress import progress
+from ..artefacts import register_kind
 from ..embedding import Embedding, Vocabulary
 from ..metrics import unit_rows
 from ._tem_geometry import Geometry
@@ -546,3 +547,6 @@ def _single_threaded_blas() -> AbstractContextManager[Any]:
     except ImportError:  # pragma: no cover - optional: only slower without it
         return nullcontext()
     return threadpool_limits(1, user_api="blas")
+
+
+register_kind(KNN_KIND, build_knn_artefact)  # the store's kind, declared where its builder is

@@ -49,6 +49,7 @@ import numpy.typing as npt
 
 from .._errors import InvalidParameterError
 from .._validation import check_choice, check_epsilon, check_int
+from ..artefacts import register_kind
 from ..embedding import Embedding
 from .base import Mechanism
 from .registry import Option
@@ -339,3 +340,6 @@ class Diffractor(Mechanism):
         if self.noise == "tem":
             d["gamma"] = self.gamma
         return d
+
+
+register_kind(LIST_KIND, build_list_artefact)  # the store's kind, declared where its builder is

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -10,13 +11,14 @@ import numpy.typing as npt
 
 from .._errors import InvalidParameterError
 from .._validation import check_choice, check_epsilon, check_int
+from ..artefacts import register_kind
 from ..embedding import Embedding, Vocabulary
-from ..index import INDEXES, Index, make_index
+from ..index import INDEXES, Index, make_index, tuned
 from ..index.faiss_index import HNSW_KIND, hnsw_artefact_params
 from ..index.tuned import DECODE_CHOICE_KIND, decode_choice_params, decoded_exactly, tuned_index
 from ..metrics import paired_distances
 from .base import Mechanism
-from .registry import Option
+from .registry import Option, mechanism_class
 
 __all__ = ["DECODES", "MultivariateLaplace", "sample_laplace_noise"]
 
@@ -296,3 +298,26 @@ class MultivariateLaplace(Mechanism):
         if self._decode_description is not None:  # type: ignore[attr-defined]
             d["decode"] = self._decode_description  # type: ignore[attr-defined]
         return d
+
+
+def build_decode_choice_artefact(
+    embedding: Vocabulary, params: dict[str, Any], folder: Path, show_progress: bool | None
+) -> None:
+    """The builder of kind ``decode-choice`` (``deniable prepare -m madlib --epsilon E``).
+
+    It rebuilds the mechanism named in ``params["mechanism"]`` to draw its public queries.
+    """
+    if not isinstance(embedding, Embedding):
+        raise Embedding.type_error(embedding)
+    spec = params.get("mechanism")
+    if spec is None:
+        raise InvalidParameterError(
+            "mechanism", None, "a mechanism spec (a choice keyed by a caller's own queries is made by that caller)"
+        )
+    mech = mechanism_class(spec["name"])(embedding, **spec["options"])  # type: ignore[call-arg]
+    if not isinstance(mech, MultivariateLaplace) or mech._tuning_key() != params["key"]:
+        raise InvalidParameterError("mechanism", spec["name"], "a mechanism whose decode is tuned with this key")
+    tuned.write_choice(embedding, mech._public_queries, params, folder, show_progress)
+
+
+register_kind(DECODE_CHOICE_KIND, build_decode_choice_artefact)

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 from .._errors import InvalidParameterError, NotPrivateWarning
 
 if TYPE_CHECKING:
-    from ..embedding import Vocabulary
     from .base import Mechanism
 
 __all__ = [
@@ -35,7 +34,6 @@ __all__ = [
     "Option",
     "catalogue",
     "check_epsilon_option",
-    "make_mechanism",
     "mechanism_class",
     "mechanism_names",
     "options_of",
@@ -391,53 +389,26 @@ def catalogue(names: list[str] | None = None) -> list[dict[str, Any]]:
     return rows
 
 
-def make_mechanism(
-    name: str, embedding: Vocabulary, epsilon: float | str, *, target: object = None, **options: Any
-) -> Mechanism:
-    """Build the mechanism called ``name`` (e.g. "madlib", "tem", "brr"): validate, then construct.
+_NN = "one nearest-neighbour search"
 
-    ``epsilon="auto"`` with ``target="unchanged<=0.5"`` (at most that share of a typical
-    text's tokens released unchanged) takes the epsilon from the calibration table of
-    ``name`` on ``embedding`` (public data only; measured and stored once when it was not
-    prepared): see :mod:`deniable.calibrate.table`. The choice is recorded on the mechanism
-    (``deniable.calibrate.table.resolution_of``) for summaries and manifests.
-    """
-    cls = mechanism_class(name)
-    checked = validate_options(name, options)
-    if isinstance(epsilon, str) and epsilon == "auto":
-        if target is None:
-            raise InvalidParameterError("target", None, 'a target with epsilon="auto", e.g. "unchanged<=0.5"')
-        from ..calibrate.table import attach_resolution, parse_target, resolve_epsilon
-
-        resolution = resolve_epsilon(embedding, name, parse_target(target), checked)
-        mech = cls(embedding, epsilon=resolution.epsilon, **checked)  # type: ignore[call-arg]
-        attach_resolution(mech, resolution)
-        return mech
-    if target is not None:
-        raise InvalidParameterError("target", _shown(target, False), 'given only with epsilon="auto"')
-    eps = check_epsilon_option(epsilon)
-    return cls(embedding, epsilon=eps, **checked)  # type: ignore[call-arg]
-
-
-def _register_builtins() -> None:
-    i = MechanismInfo
-    nn = "one nearest-neighbour search"
-    register(
+#: The built-in mechanisms: (name, "module:Class", catalogue entry); each class is imported on first use.
+_BUILTINS: tuple[tuple[str, str, MechanismInfo], ...] = (
+    (
         "madlib",
         "deniable.mechanisms.laplace:MultivariateLaplace",
-        info=i(
+        MechanismInfo(
             "multivariate Laplace noise on the word vector, decoded to the nearest word",
             "Feyisetan et al., WSDM 2020",
             "eps * d_euclidean",
-            nn,
+            _NN,
             "HNSW index (index=auto/hnsw)",
             "docs/madlib.md",
         ),
-    )
-    register(
+    ),
+    (
         "tem",
         "deniable.mechanisms.tem:TruncatedExponential",
-        info=i(
+        MechanismInfo(
             "truncated exponential mechanism: exponential weights within gamma, uniform beyond",
             "Carvalho et al., TEM",
             "eps * d (any metric)",
@@ -445,11 +416,11 @@ def _register_builtins() -> None:
             "k-NN tables + envelope totals",
             "docs/tem.md",
         ),
-    )
-    register(
+    ),
+    (
         "brr",
         "deniable.mechanisms.brr:BinaryRandomizedResponse",
-        info=i(
+        MechanismInfo(
             "randomized response on the bits of a binary code, decoded to the nearest code",
             "Carvalho et al., BRR",
             "eps * d_hamming on codes",
@@ -457,23 +428,23 @@ def _register_builtins() -> None:
             "binary codes (+ binary HNSW)",
             "docs/brr.md",
         ),
-    )
-    register(
+    ),
+    (
         "mahalanobis",
         "deniable.mechanisms.mahalanobis:Mahalanobis",
-        info=i(
+        MechanismInfo(
             "elliptical noise shaped by the embedding's covariance, decoded to the nearest word",
             "Xu et al., PrivateNLP 2020",
             "eps * d_M (Mahalanobis)",
-            nn,
+            _NN,
             "HNSW index (index=auto/hnsw)",
             "docs/mechanisms/mahalanobis.md",
         ),
-    )
-    register(
+    ),
+    (
         "vickrey",
         "deniable.mechanisms.vickrey:Vickrey",
-        info=i(
+        MechanismInfo(
             "madlib or Mahalanobis noise, then the nearest or second-nearest word (threshold t)",
             "Xu et al., PrivateNLP 2021",
             "that of its noise (euclidean or d_M)",
@@ -481,11 +452,11 @@ def _register_builtins() -> None:
             "",
             "docs/mechanisms/vickrey.md",
         ),
-    )
-    register(
+    ),
+    (
         "exponential",
         "deniable.mechanisms.exponential:ExponentialMechanism",
-        info=i(
+        MechanismInfo(
             "exponential mechanism over the whole vocabulary (TEM with gamma = infinity)",
             "McSherry-Talwar 2007",
             "eps * d (euclidean, angular)",
@@ -493,11 +464,11 @@ def _register_builtins() -> None:
             "",
             "docs/mechanisms/exponential.md",
         ),
-    )
-    register(
+    ),
+    (
         "santext",
         "deniable.mechanisms.santext:SanText",
-        info=i(
+        MechanismInfo(
             "SanText: the euclidean exponential mechanism over the vocabulary",
             "Yue et al., Findings ACL 2021",
             "eps * d_euclidean",
@@ -505,11 +476,11 @@ def _register_builtins() -> None:
             "",
             "docs/mechanisms/santext.md",
         ),
-    )
-    register(
+    ),
+    (
         "santext_plus",
         "deniable.mechanisms.santext:SanTextPlus",
-        info=i(
+        MechanismInfo(
             "SanText+: rare (sensitive) words sampled among sensitive words; others kept with prob. 1 - p",
             "Yue et al., Findings ACL 2021",
             "eps * d among sensitive words (+ ln(1/p)); kept words not protected",
@@ -517,11 +488,11 @@ def _register_builtins() -> None:
             "",
             "docs/mechanisms/santext.md",
         ),
-    )
-    register(
+    ),
+    (
         "custext",
         "deniable.mechanisms.custext:CusText",
-        info=i(
+        MechanismInfo(
             "CusText: exponential mechanism within a customized output set of k words",
             "Chen et al., Findings ACL 2023",
             "eps-DP within each output set; none across sets",
@@ -529,11 +500,11 @@ def _register_builtins() -> None:
             "",
             "docs/mechanisms/custext.md",
         ),
-    )
-    register(
+    ),
+    (
         "custext_plus",
         "deniable.mechanisms.custext:CusTextPlus",
-        info=i(
+        MechanismInfo(
             "CusText+: CusText, stopwords kept",
             "Chen et al., Findings ACL 2023",
             "as custext; stopwords not protected",
@@ -541,11 +512,11 @@ def _register_builtins() -> None:
             "",
             "docs/mechanisms/custext.md",
         ),
-    )
-    register(
+    ),
+    (
         "truncated_gumbel",
         "deniable.mechanisms.truncated_gumbel:TruncatedGumbel",
-        info=i(
+        MechanismInfo(
             "Gumbel noise on distances to the k nearest words (as in MLDP's code); for comparison only",
             "Carvalho et al., FLAIRS 2021",
             "none: not metric DP for any eps",
@@ -553,11 +524,11 @@ def _register_builtins() -> None:
             "",
             "docs/mechanisms/truncated_gumbel.md",
         ),
-    )
-    register(
+    ),
+    (
         "diffractor",
         "deniable.mechanisms.diffractor:Diffractor",
-        info=i(
+        MechanismInfo(
             "1-Diffractor: geometric or TEM noise on the word's position in 1-d nearest-neighbour lists",
             "Meisenbacher et al., 2024",
             "eps * max_l |pos_l(w) - pos_l(w')|",
@@ -565,7 +536,8 @@ def _register_builtins() -> None:
             "1-d lists (greedy 50-NN walk)",
             "docs/mechanisms/diffractor.md",
         ),
-    )
+    ),
+)
 
-
-_register_builtins()
+for _name, _target, _info in _BUILTINS:
+    register(_name, _target, info=_info)

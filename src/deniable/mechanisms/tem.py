@@ -59,6 +59,7 @@ import numpy.typing as npt
 from .._errors import InvalidParameterError, ResourceLimitError
 from .._progress import progress
 from .._validation import check_epsilon, check_int, check_positive, check_probability
+from ..artefacts import register_kind
 from ..embedding import Embedding, Vocabulary
 from ..metrics import check_metric
 from ._tem_far import FAR_KIND, FAR_METRICS, PreparedFar, far_artefact_params
@@ -1514,3 +1515,6 @@ class TruncatedExponential(Mechanism):
             res[pend[acc]] = prop[acc]
             pend = pend[~acc]
         return res
+
+
+register_kind(TOTALS_KIND, build_totals_artefact, totals_stale)  # the store's kind, declared where its builder is

@@ -62,7 +62,7 @@ def _prepare_mechanism(mech: "Mechanism") -> None:
     import numpy as np
 
     from .._random import secure_generator
-    from ..artefacts import prepare
+    from ..preparation import prepare
 
     if hasattr(type(mech), "prepared_artefacts"):  # capability: TEM reads whole-vocabulary tables
         options: dict[str, Any] = {}
