@@ -1,9 +1,14 @@
 """The rooms of docs/architecture.md and what each may import, checked on the source.
 
-The privatization library (text, embedding, mechanisms, index, io, privatizer, calibrate,
-bow, ...) never imports the rooms built on top of it: experiments, the command line, the
-service or the engine integrations. A user importing ``deniable`` to privatize text meets
-the library first.
+- The privatization library (text, embedding, mechanisms, index, io, privatizer, calibrate,
+  bow, ...: every module outside the rooms below) never imports the rooms built on top of
+  it: experiments, the command line, the service or the engine integrations. A user
+  importing ``deniable`` to privatize text meets the library first.
+- No import circles: the module import graph (every ``import``, lazy ones inside functions
+  included, ``TYPE_CHECKING`` blocks excluded, plus the lazy-export tables ``_LAZY`` of the
+  package facades) has no cycle.
+- Every room small enough to hold in your head: no source file over 800 lines, no function
+  body over 120 lines.
 """
 
 from __future__ import annotations
@@ -17,28 +22,9 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "deniable"
 
 #: Rooms built on the library; the library may not import them.
 UPPER = ("experiments", "cli", "service", "integrations", "spark", "sklearn")
-#: The library's rooms (a top-level module or package of deniable).
-LIBRARY_ROOTS = (
-    "text",
-    "embedding",
-    "mechanisms",
-    "index",
-    "io",
-    "privatizer",
-    "metrics",
-    "calibrate",
-    "bow",
-    "binarize",
-    "artefacts",
-    "api",
-    "prepare",
-    "report",
-    "_cache",
-    "_errors",
-    "_random",
-    "_validation",
-    "_progress",
-)
+#: The longest source file and function body (from the first statement after the docstring).
+MAX_FILE_LINES = 800
+MAX_BODY_LINES = 120
 
 
 def _module_name(path: Path) -> str:
@@ -49,13 +35,30 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    """ids of the nodes under ``if TYPE_CHECKING:`` (imports for annotations only, never run)."""
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                skipped.update(id(n) for n in ast.walk(child))
+    return skipped
+
+
 def _imports(path: Path) -> set[str]:
-    """Absolute names of the deniable modules that ``path`` imports (at any depth of the file)."""
+    """Absolute names of the deniable modules that ``path`` imports (at any depth of the file).
+
+    ``TYPE_CHECKING`` imports are left out; the module names in a ``_LAZY`` table (a package
+    facade's lazy exports, imported on first attribute access) are in.
+    """
     tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped = _type_checking_nodes(tree)
     here = _module_name(path).split(".")
     is_pkg = path.name == "__init__.py"
     found: set[str] = set()
     for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.startswith("deniable"))
         elif isinstance(node, ast.ImportFrom):
@@ -68,6 +71,73 @@ def _imports(path: Path) -> set[str]:
             if name.startswith("deniable"):
                 found.add(name)
                 found.update(f"{name}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_LAZY" for t in node.targets):
+            found.update(
+                c.value
+                for c in ast.walk(node.value)
+                if isinstance(c, ast.Constant) and str(c.value).startswith("deniable.")
+            )
+    return found
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(SRC.rglob("*.py"))}
+
+
+def _graph(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """module -> the modules of the tree it imports (a name imported from a module is that module)."""
+
+    def owner(name: str) -> str | None:
+        while name not in modules and "." in name:
+            name = name.rsplit(".", 1)[0]
+        return name if name in modules else None
+
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets = {owner(m) for m in _imports(path)}
+        graph[name] = {t for t in targets if t is not None and t != name}
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
     return found
 
 
@@ -77,11 +147,8 @@ def _room(module: str) -> str:
 
 
 def _library_files() -> list[Path]:
-    files = []
-    for path in sorted(SRC.rglob("*.py")):
-        if _room(_module_name(path)) in LIBRARY_ROOTS:
-            files.append(path)
-    return files
+    """Every module outside the upper rooms, but the ``deniable`` facade (its lazy exports offer all rooms)."""
+    return [p for name, p in _modules().items() if name != "deniable" and _room(name) not in UPPER]
 
 
 @pytest.mark.parametrize("path", _library_files(), ids=lambda p: str(p.relative_to(SRC)))
@@ -95,3 +162,43 @@ def test_the_checker_sees_relative_imports() -> None:
     harness = SRC / "experiments" / "harness.py"
     assert "deniable.privatizer" in _imports(harness)
     assert _room("deniable.experiments.harness") in UPPER
+
+
+def test_no_import_circles() -> None:
+    graph = _graph(_modules())
+    assert len(graph) > 100  # the whole tree was read
+    circles = _circles(graph)
+    assert not circles, "import circles (each a set of modules that import each other): " + "; ".join(
+        " <-> ".join(c) for c in circles
+    )
+
+
+def test_the_circle_checker_finds_circles() -> None:
+    # it must be able to fail: a lazy import back, a three-module ring, and a clean chain
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"e"}, "e": {"d"}, "f": {"a"}, "g": set()}
+    assert _circles(graph) == [["a", "b", "c"], ["d", "e"]]
+    assert _circles({"a": {"b"}, "b": set()}) == []
+    graph = _graph(_modules())
+    assert "deniable.mechanisms.registry" in graph["deniable.mechanisms._factory"]  # relative import seen
+    assert "deniable.calibrate.table" in graph["deniable.mechanisms._factory"]  # lazy import seen
+    assert "deniable.api" in graph["deniable"]  # a _LAZY table seen
+
+
+def _body_lines(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    body = node.body
+    if len(body) > 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # the docstring is not the body
+    return (node.end_lineno or node.lineno) - body[0].lineno + 1
+
+
+def test_every_room_is_small() -> None:
+    long_files, long_functions = [], []
+    for name, path in _modules().items():
+        text = path.read_text(encoding="utf-8")
+        if len(text.splitlines()) > MAX_FILE_LINES:
+            long_files.append(f"{name} ({len(text.splitlines())} lines)")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and _body_lines(node) > MAX_BODY_LINES:
+                long_functions.append(f"{name}.{node.name} ({_body_lines(node)} lines)")
+    assert not long_files, f"files over {MAX_FILE_LINES} lines: {long_files}"
+    assert not long_functions, f"function bodies over {MAX_BODY_LINES} lines: {long_functions}"

@@ -27,10 +27,9 @@ from ._errors import (
     ResourceLimitError,
 )
 from ._random import RunKey, check_random_state, secure_generator, seeded_generator
+from ._version import __version__
 from .embedding import Embedding, load_embedding
 from .preparation import prepare
-
-__version__ = "0.1.0"
 
 __all__ = [
     "BinaryRandomizedResponse",

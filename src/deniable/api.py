@@ -88,7 +88,7 @@ def run_manifest(
     run key's public id (a recomputation of the same run has the same one and is not a
     second release).
     """
-    from . import __version__
+    from ._version import __version__
 
     mech = privatizer.mechanism
     emb = mech.embedding

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._random import RandomState, check_random_state
-from .registry import Option
+from ._options import Option
 
 if TYPE_CHECKING:
     from ..embedding import Vocabulary

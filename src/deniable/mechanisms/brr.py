@@ -56,8 +56,8 @@ from ..index.binary import (
     make_code_index,
 )
 from ..metrics import hamming
+from ._options import Option
 from .base import Mechanism
-from .registry import Option
 
 __all__ = [
     "DECODERS",

@@ -28,8 +28,8 @@ from .._errors import InvalidParameterError
 from .._validation import check_epsilon, check_int
 from ..embedding import Embedding
 from ..metrics import unit_rows
+from ._options import Option
 from .base import Mechanism
-from .registry import Option
 
 __all__ = ["CusText", "CusTextPlus", "customized_mapping"]
 

@@ -51,8 +51,8 @@ from .._errors import InvalidParameterError
 from .._validation import check_choice, check_epsilon, check_int
 from ..artefacts import register_kind
 from ..embedding import Embedding
+from ._options import Option
 from .base import Mechanism
-from .registry import Option
 
 if TYPE_CHECKING:
     from ..embedding import Vocabulary

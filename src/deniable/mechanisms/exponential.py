@@ -23,8 +23,8 @@ from .._errors import InvalidParameterError
 from .._validation import check_epsilon, check_int
 from ..embedding import Embedding
 from ..metrics import angular_from_cos, check_metric, distances_to, euclidean_from_squares, unit_rows
+from ._options import Option
 from .base import Mechanism
-from .registry import Option
 
 __all__ = ["EM_METRICS", "ExponentialMechanism", "OutputSet", "exponential_probabilities"]
 

@@ -17,8 +17,9 @@ from ..index import INDEXES, Index, make_index, tuned
 from ..index.faiss_index import HNSW_KIND, hnsw_artefact_params
 from ..index.tuned import DECODE_CHOICE_KIND, decode_choice_params, decoded_exactly, tuned_index
 from ..metrics import paired_distances
+from ._options import Option
 from .base import Mechanism
-from .registry import Option, mechanism_class
+from .registry import mechanism_class
 
 __all__ = ["DECODES", "MultivariateLaplace", "sample_laplace_noise"]
 

@@ -23,8 +23,8 @@ import numpy as np
 import numpy.typing as npt
 
 from .._validation import check_probability
+from ._options import Option
 from .laplace import MultivariateLaplace, sample_laplace_noise
-from .registry import Option
 
 __all__ = ["Mahalanobis", "regularized_covariance"]
 

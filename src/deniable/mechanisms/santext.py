@@ -29,8 +29,8 @@ import numpy.typing as npt
 
 from .._errors import InvalidParameterError, NotPrivateWarning
 from .._validation import check_probability
+from ._options import Option
 from .exponential import ExponentialMechanism
-from .registry import Option
 
 __all__ = ["SanText", "SanTextPlus", "sensitive_ids"]
 

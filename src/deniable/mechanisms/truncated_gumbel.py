@@ -43,8 +43,8 @@ import numpy.typing as npt
 from .._errors import InvalidParameterError, NotPrivateWarning
 from .._validation import check_epsilon, check_int
 from ..embedding import Embedding
+from ._options import Option
 from .base import Mechanism
-from .registry import Option
 
 if TYPE_CHECKING:
     from ..index import FlatIndex

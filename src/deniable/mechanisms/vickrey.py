@@ -23,10 +23,10 @@ import numpy.typing as npt
 from .._validation import check_probability
 from ..embedding import Embedding
 from ..index import Index
+from ._options import Option
 from .base import Mechanism
 from .laplace import MultivariateLaplace
 from .mahalanobis import Mahalanobis
-from .registry import Option
 
 __all__ = ["Vickrey", "second_neighbour_probability", "vickrey_decode"]
 
