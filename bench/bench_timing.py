@@ -21,6 +21,7 @@ against ``deniable serve`` on 127.0.0.1 (one worker, one client, bounded request
     DENIABLE_CACHE=/tmp/h2-cache python bench/bench_timing.py --vocab-size 50000 --epsilon 10
     DENIABLE_CACHE=/tmp/h2-cache python bench/bench_timing.py --vocab-size 50000 --epsilon 10 --fast
     DENIABLE_CACHE=/tmp/h2-cache python bench/bench_timing.py --vocab-size 50000 --epsilon 10 --http
+    DENIABLE_CACHE=/tmp/h2-cache python bench/bench_timing.py --vocab-size 50000 --epsilon 10 --padded
     python bench/bench_timing.py --vocab-size 50000 --mechanisms tem,truncated_gumbel --throughput 10000
 
 Target (issue 27): every AUC within 0.5 +/- 0.05 (history-free mode, and the service).
@@ -210,6 +211,19 @@ def library(args: argparse.Namespace, emb: Any, pools: Any) -> dict[str, dict[st
             y = mech.privatize(ids, gen)
             return time.perf_counter() - t0, y
 
+        if args.padded:  # the library's padded mode: a Privatizer that holds each call (text in, text out)
+            from deniable import Privatizer
+
+            priv = Privatizer(mech, pad_time=True)
+            priv.privatize(" ".join(emb.words(pools[0][:3])))  # the schedule's calibration (public words)
+
+            def call(ids: np.ndarray, priv: Any = priv) -> tuple[float, np.ndarray]:
+                text = " ".join(emb.words(ids))
+                t0 = time.perf_counter()
+                out = priv.privatize(text)
+                took = time.perf_counter() - t0
+                return took, emb.tokenizer.tokenize([out]).ids
+
         results[name] = run_experiments(call, pools, args, np.random.default_rng(args.seed))
         print_rows(name, results[name])
     return results
@@ -325,6 +339,7 @@ def main() -> None:
     ap.add_argument("--http", action="store_true", help="over HTTP (deniable serve) instead of the library")
     ap.add_argument("--decode", default=None, help="index of the mechanisms that decode (flat, exact, hnsw, auto)")
     ap.add_argument("--unpadded", action="store_true", help="--http with pad_responses = false")
+    ap.add_argument("--padded", action="store_true", help="the library through Privatizer(pad_time=True)")
     ap.add_argument("--throughput", type=int, default=0, help="instead: tok/s fast vs history-free on N tokens")
     ap.add_argument("--epsilons", default="3,5,10,20", help="epsilons of --throughput")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds of --throughput")

@@ -7,6 +7,9 @@ policies, calls the mechanism once per batch and counts.
 
 from __future__ import annotations
 
+import math
+import threading
+import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,6 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ._errors import InvalidParameterError, NotPrivateWarning
+from ._padding import Timing
 from ._random import RandomState, check_random_state
 from ._validation import check_choice
 from .mechanisms.base import Mechanism
@@ -23,6 +27,9 @@ from .text import CASE_POLICIES
 __all__ = ["CASE_POLICIES", "OOV_POLICIES", "PrivatizeStats", "Privatizer"]
 
 OOV_POLICIES = ("random", "drop", "keep")
+#: public words in the one long text of the padding's calibration (``pad_time=True``)
+CALIBRATION_TOKENS = 256
+_PADDING_LOCK = threading.Lock()
 
 
 @dataclass
@@ -74,6 +81,14 @@ class Privatizer:
         the input token's case pattern (``NASA`` -> ``ESA``) and a word the mechanism
         leaves unchanged is emitted exactly as typed -- this copies information from
         the input outside the guarantee (warns :class:`~deniable.NotPrivateWarning`).
+    pad_time
+        ``False`` (default): each call returns as soon as it is done, and its duration may
+        depend on the words (which were kept, how many are distinct, frequent or rare),
+        which matters where someone else observes the latency. ``True``: each call is held
+        until a release time that depends only on its number of word tokens
+        (:mod:`deniable._padding`: a schedule calibrated on public vocabulary words at
+        the first call, doubled on a miss), as the service holds its responses; the cost
+        is about twice the unpadded time of a call (docs/threat-model.md, "Time").
 
     Lookups ignore case when the embedding is all lower case. For a case-sensitive
     embedding (any upper-case entry) lookup is exact, case is part of the word the
@@ -86,6 +101,7 @@ class Privatizer:
     oov: str = "random"
     random_state: RandomState = None
     case: str = "sentence"
+    pad_time: bool = False
 
     OOV_POLICIES: ClassVar[tuple[str, ...]] = OOV_POLICIES
     CASE_POLICIES: ClassVar[tuple[str, ...]] = CASE_POLICIES
@@ -141,8 +157,8 @@ class Privatizer:
 
     def _generator(self, random_state: RandomState) -> np.random.Generator:
         if random_state is not None:
-            # a seed's warning points at the user's line: frames _generator, _run, the public method
-            return check_random_state(random_state, stacklevel=4)
+            # a seed's warning points at the user's line: frames _generator, _work, _run, the public method
+            return check_random_state(random_state, stacklevel=5)
         fixed = self.__dict__.get("_rng")
         return fixed if fixed is not None else check_random_state(None)
 
@@ -167,6 +183,38 @@ class Privatizer:
         return self._run(texts, random_state)
 
     def _run(self, texts: Sequence[str], random_state: RandomState) -> tuple[list[str], PrivatizeStats]:
+        if not self.pad_time:
+            return self._work(texts, random_state)
+        timing = self._timing()
+        start = timing.clock()
+        result = self._work(texts, random_state)
+        timing.wait("privatize", result[1].tokens, start)  # the token count is public: the output has it
+        return result
+
+    def _timing(self) -> Timing:
+        """The padding schedule, calibrated on public vocabulary words at the first call."""
+        timing = self.__dict__.get("_padding")
+        if timing is None:
+            with _PADDING_LOCK:
+                timing = self.__dict__.get("_padding")
+                if timing is None:
+                    timing = Timing(timeout_s=math.inf)
+                    timing.calibrate("privatize", self._measure, units=CALIBRATION_TOKENS)
+                    object.__setattr__(self, "_padding", timing)
+        return timing
+
+    def _measure(self, n: int, probe: int) -> float:
+        """Seconds for one text of ``n`` public words: the most frequent, middle or rarest (``probe``) for one."""
+        emb = self.mechanism.embedding
+        last = emb.size - 1
+        ids = [(0, last // 2, last)[probe % 3]] if n == 1 else np.linspace(0, last, n).astype(int)
+        text = " ".join(emb.words(ids))
+        gen = check_random_state(None)
+        t0 = time.perf_counter()
+        self._work([text], gen)
+        return time.perf_counter() - t0
+
+    def _work(self, texts: Sequence[str], random_state: RandomState) -> tuple[list[str], PrivatizeStats]:
         tokenizer = self.mechanism.embedding.tokenizer
         doc = tokenizer.tokenize(texts)
         gen = self._generator(random_state)

@@ -1,0 +1,184 @@
+"""Deadline padding: the time of a call depends on public quantities only (issue 27).
+
+Owns the release schedule shared by the service (every work response) and the library's
+``Privatizer(pad_time=True)``: predictive black-box mitigation (Askarov, Zhang and Myers,
+CCS 2010). A call of public ``size`` (its number of word tokens) is released at
+``start + budget`` of its size class (half octaves); the budget starts from a calibration on
+public inputs (``margin * predicted + floor_s``), doubles on a miss (work not done by then)
+and halves again, never below its first value, after ``recover_after`` consecutive calls
+done within half of it, at most once per ``recover_s``. Release times are points of the
+schedule, which changes only on a miss or a recovery, so the latency reveals at most those
+changes, never which words, whether they were kept, or how many were distinct.
+docs/threat-model.md ("Time") has the measured AUCs and what padding does not hide.
+
+May import: the standard library only.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+
+__all__ = ["FLOOR_S", "MARGIN", "Calibration", "Timing", "class_top", "size_class", "wait_until"]
+
+
+#: Default safety factor on the calibrated time (the calibration runs alone; requests share the CPU).
+MARGIN = 2.0
+#: Added to every budget: the event loop's own jitter (scheduling, the thread hop, JSON).
+FLOOR_S = 0.004
+
+
+def size_class(size: int) -> int:
+    """``ceil(2 * log2(size))`` (0 for sizes 0 and 1): half octaves, class ``c`` holds sizes up to ``class_top(c)``."""
+    c = 0
+    while class_top(c) < size:
+        c += 1
+    return c
+
+
+def class_top(c: int) -> int:
+    """The largest size of class ``c``: ``floor(2 ** (c / 2))``."""
+    return math.isqrt(1 << c)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What the start-up measurement found for one (instance, route): seconds for one unit, and per extra unit."""
+
+    t1: float
+    slope: float
+
+    def predict(self, size: int) -> float:
+        return self.t1 + self.slope * max(0, size - 1)
+
+
+@dataclass
+class Timing:
+    """The padding schedule of one worker process or one Privatizer (see the module docstring).
+
+    ``enabled=False`` keeps the calibration (the deadline checks use it) but holds nothing.
+    ``timeout_s``: no budget exceeds it (the service's deadline; ``math.inf`` in the library).
+    """
+
+    timeout_s: float
+    enabled: bool = True
+    margin: float = MARGIN
+    floor_s: float = FLOOR_S
+    clock: Callable[[], float] = time.monotonic
+    calibrations: dict[Hashable, Calibration] = field(default_factory=dict)
+    budgets: dict[tuple[Hashable, int], float] = field(default_factory=dict)
+    #: a class's budget may halve again (not below its first budget) after ``recover_after``
+    #: consecutive responses done within half of it, at most once per ``recover_s`` (0: never)
+    recover_s: float = 60.0
+    recover_after: int = 100
+    misses: int = 0
+    recoveries: int = 0
+    _first: dict[tuple[Hashable, int], float] = field(default_factory=dict, repr=False)
+    _changed: dict[tuple[Hashable, int], float] = field(default_factory=dict, repr=False)
+    _on_time: dict[tuple[Hashable, int], int] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    # -- start-up -------------------------------------------------------------------------
+    def calibrate(
+        self, key: Hashable, measure: Callable[[int, int], float], *, units: int, probes: int = 3, repeats: int = 3
+    ) -> Calibration:
+        """Keep the time model of ``key`` from ``measure(n, probe)``: the wall time of ``n`` public units.
+
+        ``probe`` selects among public inputs (e.g. a frequent, a middle and a rare word): the
+        slowest probe is kept (the worst case over inputs), and of each probe the fastest of
+        ``repeats`` runs (the cost of the input, not of whatever else the machine was doing:
+        load is what the margin and the doubling absorb). One unit: ``probes`` probes;
+        ``units`` units: one probe (it spans the public inputs already). Called before the
+        service is ready, on public inputs only.
+        """
+        reps = max(1, repeats)
+        t1 = max(min(measure(1, p) for _ in range(reps)) for p in range(max(1, probes)))
+        slope = 0.0
+        if units > 1:
+            tn = min(measure(units, 0) for _ in range(reps))
+            slope = max(0.0, (tn - t1) / (units - 1))
+        cal = Calibration(t1=t1, slope=slope)
+        self.calibrations[key] = cal
+        return cal
+
+    def predict(self, key: Hashable, size: int) -> float:
+        """The calibrated time of ``size`` units (0 when ``key`` was not calibrated)."""
+        cal = self.calibrations.get(key)
+        return cal.predict(size) if cal is not None else 0.0
+
+    # -- per request ----------------------------------------------------------------------
+    def budget(self, key: Hashable, size: int) -> float:
+        """The current budget of ``size``'s class (made from the calibration on first use)."""
+        c = size_class(size)
+        found = self.budgets.get((key, c))
+        if found is None:
+            found = min(self.timeout_s, self.margin * self.predict(key, class_top(c)) + self.floor_s)
+            # monotone in the class: never below a smaller class's (possibly doubled) budget
+            below = [b for (k, cc), b in self.budgets.items() if k == key and cc < c]
+            found = max([found, *below])
+            self.budgets[(key, c)] = found
+            self._first[(key, c)] = found
+        return found
+
+    def release_at(self, key: Hashable, size: int, start: float, done: float) -> float:
+        """The release time of work that started at ``start`` and ended at ``done`` (doubling on a miss)."""
+        with self._lock:  # one schedule, shared by the threads of a process
+            return self._release_at(key, size, start, done)
+
+    def _release_at(self, key: Hashable, size: int, start: float, done: float) -> float:
+        c = size_class(size)
+        budget = self.budget(key, size)
+        took = done - start
+        if took > budget:
+            while budget < took and budget < self.timeout_s:
+                budget = min(self.timeout_s, budget * 2)
+                self.misses += 1
+            self.budgets[(key, c)] = budget
+            for (k, cc), b in list(self.budgets.items()):  # larger classes: at least this budget
+                if k == key and cc > c and b < budget:
+                    self.budgets[(k, cc)] = budget
+            self._changed[(key, c)] = done
+            self._on_time[(key, c)] = 0
+            return start + budget
+        self._recover(key, c, budget, took, done)
+        return start + budget
+
+    def _recover(self, key: Hashable, c: int, budget: float, took: float, now: float) -> None:
+        """Count an on-time response; halve the class's budget after enough of them (rate-limited)."""
+        if self.recover_s <= 0:
+            return
+        count = self._on_time.get((key, c), 0) + 1 if took <= budget / 2 else 0
+        self._on_time[(key, c)] = count
+        first = self._first.get((key, c), budget)
+        if (
+            count < self.recover_after
+            or budget <= first
+            or now - self._changed.get((key, c), -math.inf) < self.recover_s
+        ):
+            return
+        below = [b for (k, cc), b in self.budgets.items() if k == key and cc < c]
+        self.budgets[(key, c)] = max([first, budget / 2, *below])
+        self._changed[(key, c)] = now
+        self._on_time[(key, c)] = 0
+        self.recoveries += 1
+
+    def wait(self, key: Hashable, size: int, start: float) -> None:
+        """Block until the release time of work of ``size`` units that started at ``start`` (now done)."""
+        if self.enabled:
+            wait_until(self.release_at(key, size, start, self.clock()), self.clock)
+
+    def describe(self) -> dict[str, object]:
+        """Public facts for ``/v1/mechanisms``: on or off (never a budget or a miss: they depend on past inputs)."""
+        return {"padded": self.enabled}
+
+
+def wait_until(target: float, clock: Callable[[], float] = time.monotonic) -> None:
+    """``time.sleep`` until ``clock() >= target`` (a sleep may end a little early: loop)."""
+    while True:
+        left = target - clock()
+        if left <= 0 or not math.isfinite(left):
+            return
+        time.sleep(left)
