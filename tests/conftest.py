@@ -133,3 +133,30 @@ def artefacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     from _device_helpers import export
 
     return export(tmp_path_factory.mktemp("web"))
+
+
+# -- the service's deadline tests: work made slow on purpose --
+@pytest.fixture
+def slow_work(monkeypatch: pytest.MonkeyPatch) -> Callable[[float], list[int]]:
+    """``slow_work(seconds)``: from now on every ``Privatizer.privatize_batch_with_stats`` call
+    sleeps ``seconds`` first (call again to change it); returns the list of the calls made since
+    the first ``slow_work`` (one entry each)."""
+    import time
+
+    from deniable.privatizer import Privatizer
+
+    calls: list[int] = []
+    delay = [0.0]
+    original = Privatizer.privatize_batch_with_stats
+
+    def slowed(self: Privatizer, texts: object, random_state: object = None) -> object:
+        calls.append(1)
+        time.sleep(delay[0])
+        return original(self, texts, random_state)  # type: ignore[arg-type]
+
+    def set_delay(seconds: float) -> list[int]:
+        delay[0] = seconds
+        monkeypatch.setattr(Privatizer, "privatize_batch_with_stats", slowed)
+        return calls
+
+    return set_delay

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -71,27 +71,28 @@ def test_v1_round_trip_states_the_guarantee(client: TestClient) -> None:
     ],
 )
 def test_only_offered_values_reach_a_mechanism(client: TestClient, payload: dict[str, Any]) -> None:
-    from deniable.mechanisms import registry
+    import deniable.mechanisms as mechanisms  # the service builds through it (at start-up only)
 
     built = []
-    original = registry.make_mechanism
-    registry.make_mechanism = lambda *a, **k: built.append(a) or original(*a, **k)  # type: ignore[assignment]
+    original = mechanisms.make_mechanism
+    mechanisms.make_mechanism = lambda *a, **k: built.append(a) or original(*a, **k)  # type: ignore[assignment]
     try:
         r = post(client, {"texts": [SECRET], "epsilon": 1, **payload})
     finally:
-        registry.make_mechanism = original  # type: ignore[assignment]
+        mechanisms.make_mechanism = original  # type: ignore[assignment]
     assert r.status_code == 422, r.text
     assert not built  # nothing is constructed per request
     assert SECRET not in r.text and "1000000000" not in r.text and "vocab_block" not in r.text
 
 
 def test_no_mechanism_is_built_per_request(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    import deniable.mechanisms as mechanisms
     from deniable.mechanisms import registry
 
     def fail(*a: Any, **k: Any) -> None:
         raise AssertionError("built per request")
 
-    monkeypatch.setattr(registry, "make_mechanism", fail)
+    monkeypatch.setattr(mechanisms, "make_mechanism", fail)
     monkeypatch.setattr(registry, "mechanism_class", fail)
     for eps in (1, 10):
         assert post(client, {"texts": ["hockey"], "epsilon": eps}).status_code == 200
@@ -133,21 +134,9 @@ def test_body_limit_before_parsing() -> None:
     assert 400 <= r.status_code < 500
 
 
-def test_timeout_stops_the_work(monkeypatch: pytest.MonkeyPatch) -> None:
-    import time
-
-    from deniable.privatizer import Privatizer
-
+def test_timeout_stops_the_work(slow_work: Callable[[float], list[int]]) -> None:
     c = make(timeout_s=0.2, chunk_tokens=1)
-    calls = []
-    original = Privatizer.privatize_batch_with_stats
-
-    def slow(self: Privatizer, texts: Any, random_state: Any = None) -> Any:
-        calls.append(1)
-        time.sleep(0.15)
-        return original(self, texts, random_state)
-
-    monkeypatch.setattr(Privatizer, "privatize_batch_with_stats", slow)
+    calls = slow_work(0.15)
     r = post(c, {"texts": ["hockey"] * 50, "epsilon": 1})
     assert r.status_code == 503 and "Retry-After" in r.headers and "stopped" in r.text
     assert len(calls) <= 3  # stopped between chunks, not after all 50

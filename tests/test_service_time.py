@@ -9,6 +9,7 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -142,51 +143,30 @@ def test_one_long_text_is_refused_with_the_documented_limit() -> None:
     assert c.get("/v1/mechanisms").json()["limits"]["max_text_tokens"] == 50
 
 
-def test_a_slow_chunk_is_answered_at_the_deadline_and_keeps_its_slot(monkeypatch: pytest.MonkeyPatch) -> None:
-    from deniable.privatizer import Privatizer
-
+def test_a_slow_chunk_is_answered_at_the_deadline_and_keeps_its_slot(slow_work: Callable[[float], list[int]]) -> None:
     c = make(timeout_s=0.5, max_concurrency=1)
-    original = Privatizer.privatize_batch_with_stats
-    slow = threading.Event()
-
-    def work(self: Privatizer, texts: Any, random_state: Any = None) -> Any:
-        if slow.is_set():
-            time.sleep(2.0)  # one chunk that runs past the deadline
-        return original(self, texts, random_state)
-
-    monkeypatch.setattr(Privatizer, "privatize_batch_with_stats", work)
-    slow.set()
+    slow_work(2.0)  # one chunk that runs past the deadline
     t0 = time.monotonic()
     r = c.post("/v1/privatize", json={"texts": ["hockey"], "epsilon": 10})
     took = time.monotonic() - t0
     assert r.status_code == 503 and r.headers["retry-after"] and r.json()["detail"][0]["type"] == "timeout"
     assert 0.5 <= took < 1.5  # at the deadline, not when the chunk ends (2 s)
-    slow.clear()
+    slow_work(0.0)
     # the abandoned chunk still runs: it holds the only slot until it ends
     assert c.post("/v1/privatize", json={"texts": ["hockey"], "epsilon": 10}).json()["detail"][0]["type"] == "busy"
     for _ in range(40):
         time.sleep(0.1)
-        if c.app.state.deniable.orphans == 0:  # type: ignore[attr-defined]
+        if c.app.state.deniable.work.orphans == 0:  # type: ignore[attr-defined]
             break
     assert c.post("/v1/privatize", json={"texts": ["hockey"], "epsilon": 10}).status_code == 200
 
 
-def test_a_request_that_cannot_finish_in_time_stops_before_work(monkeypatch: pytest.MonkeyPatch) -> None:
-    from deniable.privatizer import Privatizer
-
+def test_a_request_that_cannot_finish_in_time_stops_before_work(slow_work: Callable[[float], list[int]]) -> None:
     c = make(timeout_s=0.5, chunk_tokens=10)
     state = c.app.state.deniable  # type: ignore[attr-defined]
     for key in list(state.timing.calibrations):  # as if each chunk were calibrated at 0.3 s
         state.timing.calibrations[key] = type(state.timing.calibrations[key])(t1=0.3, slope=0.0)
-    calls = []
-    original = Privatizer.privatize_batch_with_stats
-
-    def work(self: Privatizer, texts: Any, random_state: Any = None) -> Any:
-        calls.append(1)
-        time.sleep(0.3)
-        return original(self, texts, random_state)
-
-    monkeypatch.setattr(Privatizer, "privatize_batch_with_stats", work)
+    calls = slow_work(0.3)
     t0 = time.monotonic()
     r = c.post("/v1/privatize", json={"texts": ["hockey game " * 5] * 6, "epsilon": 10})
     assert r.status_code == 503 and time.monotonic() - t0 < 1.5

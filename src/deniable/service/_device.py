@@ -17,6 +17,9 @@
 
 A device downloads an artefact whole; no route serves a part of one (a per-word fetch
 would reveal the word).
+
+May import: FastAPI (the 'serve' extra), the library (binarize.device, _random), ``._errors``
+and ``._state`` (for its type).
 """
 
 from __future__ import annotations
@@ -31,8 +34,12 @@ import numpy as np
 from fastapi import Request  # this module is imported by create_app only (the 'serve' extra is there)
 from fastapi.responses import JSONResponse, Response
 
+from ._errors import error, not_ready
+
 if TYPE_CHECKING:
     from fastapi import FastAPI
+
+    from ._state import State
 
 __all__ = ["CLIENT_FILES", "DECODE_PATH", "install_device_routes"]
 
@@ -76,28 +83,21 @@ class _Artefacts:
         return self.by_id
 
 
-def install_device_routes(app: FastAPI, state: Any) -> None:
-    """Add the device routes (see the module docstring) to ``app``, built by ``create_app``."""
+def install_device_routes(app: FastAPI, state: State) -> None:
+    """Add the device routes (see the module docstring) to ``app``, built by ``create_app``.
+
+    The decode is work: ``create_app`` gives :data:`DECODE_PATH` a concurrency slot like ``/v1/privatize``.
+    """
     import anyio
     from fastapi import HTTPException
 
     from .._random import secure_generator
 
     artefacts = _Artefacts(state)
-    from ._guard import Guard
-
-    for m in app.user_middleware:  # the decode is work: it takes a concurrency slot like /v1/privatize
-        if m.cls is Guard:
-            m.kwargs["work_paths"] = frozenset(m.kwargs["work_paths"]) | {DECODE_PATH}  # type: ignore[call-overload]
-
-    def error(status: int, loc: str, msg: str, kind: str) -> HTTPException:
-        return HTTPException(status, [{"loc": ["body", loc], "msg": msg, "type": kind}])
 
     def ready() -> dict[str, tuple[Any, dict[str, bytes]]]:
         if not state.ready.is_set():
-            raise HTTPException(
-                503, [{"loc": ["server"], "msg": "not ready", "type": "not_ready"}], {"Retry-After": "5"}
-            )
+            raise not_ready()
         return artefacts.get()
 
     @app.get("/v1/device", tags=["device"], response_model=None)

@@ -21,6 +21,8 @@ Order, per HTTP request to a protected path:
    nothing is logged.
 
 Nothing here logs; the answers name the limit, never a value the client sent.
+
+May import: the standard library only (it sees raw ASGI messages, never the application).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import hashlib
 import hmac
 import json
 from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 Scope = MutableMapping[str, Any]
@@ -60,34 +63,33 @@ def _error(loc: str, msg: str, kind: str) -> dict[str, Any]:
     return {"detail": [{"loc": [loc], "msg": msg, "type": kind}]}
 
 
-class Guard:
-    """The middleware (see the module docstring)."""
+def release_slot(scope: Scope) -> None:
+    """Give the request's work slot back now (its work is done; the answer may still be held)."""
+    release = scope.get(RELEASE)
+    if release is not None:
+        release()
 
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        max_body_bytes: int,
-        max_concurrency: int,
-        retry_after_s: int,
-        work_paths: frozenset[str],
-        api_key_digests: tuple[bytes, ...] = (),
-        body_timeout_s: float = 10.0,
-        busy: Callable[[], int] | None = None,
-    ) -> None:
-        self.app = app
-        self.max_body_bytes = max_body_bytes
-        self.max_concurrency = max_concurrency
-        self.retry_after_s = retry_after_s
-        self.work_paths = work_paths
-        self.digests = api_key_digests
-        self.body_timeout_s = body_timeout_s
-        self.busy = busy
-        self.active = 0  # one event loop per process: no lock needed between awaits
+
+@dataclass(eq=False)
+class Guard:
+    """The middleware (see the module docstring): ``Guard(app, max_body_bytes=..., ...)``."""
+
+    app: ASGIApp
+    _: KW_ONLY
+    max_body_bytes: int
+    max_concurrency: int
+    retry_after_s: int
+    work_paths: frozenset[str]
+    api_key_digests: tuple[bytes, ...] = ()
+    body_timeout_s: float = 10.0
+    #: work still running for requests already answered (it counts toward ``max_concurrency``)
+    busy: Callable[[], int] | None = None
+    #: requests doing work now (one event loop per process: no lock needed between awaits)
+    active: int = field(default=0, init=False)
 
     def _key_status(self, scope: Scope) -> int | None:
         """None when allowed, else 401 (no key) or 403 (wrong key)."""
-        if not self.digests:
+        if not self.api_key_digests:
             return None
         given: bytes | None = None
         for name, value in scope.get("headers", ()):
@@ -99,7 +101,7 @@ class Guard:
             return 401
         digest = hashlib.sha256(given).digest()
         ok = False
-        for accepted in self.digests:  # every digest is compared: the time does not say which matched
+        for accepted in self.api_key_digests:  # every digest is compared: the time does not say which matched
             ok |= hmac.compare_digest(digest, accepted)
         return None if ok else 403
 

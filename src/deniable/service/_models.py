@@ -1,10 +1,13 @@
-"""Request models generated from the registry, narrowed to the operator's offer.
+"""The bodies of the work routes: request models generated from the registry and narrowed
+to the operator's offer, and the response models.
 
-Per offered mechanism one model, chosen by ``mechanism``: ``epsilon`` is one of the
+Per offered mechanism one request model, chosen by ``mechanism``: ``epsilon`` is one of the
 offered epsilons, ``options`` holds only the options the registry declares
 client-settable *and* the operator offers, each one of the offered values. Strict types
 (``true`` is not a number), unknown fields rejected, texts that are not valid Unicode
 (lone surrogates) rejected.
+
+May import: pydantic, the registry (``deniable.mechanisms``) and ``._config``.
 """
 
 from __future__ import annotations
@@ -101,6 +104,27 @@ def _union(models: dict[str, Any], default: str) -> Any:
     return Annotated[Union[members], Discriminator(tag)]  # noqa: UP007
 
 
+def _per_mechanism(
+    cfg: ServiceConfig, options: dict[str, Any], base: type[BaseModel], suffix: str, *, described: bool
+) -> Any:
+    """One model per offered mechanism on ``base`` (its ``mechanism``, ``epsilon``, ``options``), a union."""
+    models = {}
+    for offer in cfg.mechanisms:
+        opts = options[offer.name]
+        mechanism, options_field = Field(offer.name), Field(default_factory=opts)
+        if described:
+            mechanism = Field(offer.name, description=f"The mechanism (default {cfg.default_mechanism}).")
+            options_field = Field(default_factory=opts, description=f"Options of {offer.name} a client may choose.")
+        models[offer.name] = create_model(
+            _title(offer.name) + suffix,
+            __base__=base,
+            mechanism=(Literal[offer.name], mechanism),  # type: ignore[arg-type]
+            epsilon=_epsilon_field(offer),
+            options=(opts, options_field),
+        )
+    return _union(models, cfg.default_mechanism)
+
+
 def request_models(cfg: ServiceConfig) -> tuple[Any, Any]:
     """The ``/v1/privatize`` and ``/v1/explain`` bodies."""
     options = {offer.name: _options_model(offer) for offer in cfg.mechanisms}
@@ -125,20 +149,7 @@ def _privatize_model(cfg: ServiceConfig, options: dict[str, Any]) -> Any:
             "NOT protected).",
         )
 
-    models = {}
-    for offer in cfg.mechanisms:
-        opts = options[offer.name]
-        models[offer.name] = create_model(
-            _title(offer.name) + "Request",
-            __base__=PrivatizeRequestBase,
-            mechanism=(
-                Literal[offer.name],
-                Field(offer.name, description=f"The mechanism (default {cfg.default_mechanism})."),
-            ),  # type: ignore[arg-type]
-            epsilon=_epsilon_field(offer),
-            options=(opts, Field(default_factory=opts, description=f"Options of {offer.name} a client may choose.")),
-        )
-    return _union(models, cfg.default_mechanism)
+    return _per_mechanism(cfg, options, PrivatizeRequestBase, "Request", described=True)
 
 
 def _explain_model(cfg: ServiceConfig, options: dict[str, Any]) -> Any:
@@ -155,14 +166,50 @@ def _explain_model(cfg: ServiceConfig, options: dict[str, Any]) -> Any:
             description="Alternative words w' for the guarantee (default: the likeliest other outputs).",
         )
 
-    models = {}
-    for offer in cfg.mechanisms:
-        opts = options[offer.name]
-        models[offer.name] = create_model(
-            _title(offer.name) + "ExplainRequest",
-            __base__=ExplainRequestBase,
-            mechanism=(Literal[offer.name], Field(offer.name)),  # type: ignore[arg-type]
-            epsilon=_epsilon_field(offer),
-            options=(opts, Field(default_factory=opts)),
-        )
-    return _union(models, cfg.default_mechanism)
+    return _per_mechanism(cfg, options, ExplainRequestBase, "ExplainRequest", described=False)
+
+
+# -- responses ------------------------------------------------------------------------------
+class Guarantee(BaseModel):
+    mechanism: dict[str, Any] = Field(description="The mechanism and its parameters (epsilon, metric, ...).")
+    statement: str = Field(description="The guarantee in words.")
+    not_protected: list[str] = Field(description="What the output releases outside the guarantee.")
+
+
+class PrivatizeResponse(BaseModel):
+    texts: list[str]
+    tokens: int = Field(description="Word tokens in the request.")
+    changed: int = Field(description="Vocabulary words replaced by another word.")
+    oov: int = Field(description="Out-of-vocabulary word tokens (handled by the oov policy).")
+    guarantee: Guarantee
+    mechanism: dict[str, Any] = Field(description="Same as guarantee.mechanism (first version's field).")
+    policy: dict[str, Any] = Field(description="The oov and case policies and what is not protected.")
+
+
+class ExplainOutput(BaseModel):
+    word: str
+    probability: float
+    low: float
+    high: float
+    distance: float
+
+
+class ExplainGuarantee(BaseModel):
+    other: str
+    distance: float
+    bound: float
+    ratio: float
+
+
+class ExplainResponse(BaseModel):
+    mechanism: dict[str, Any]
+    exact: bool = Field(description="Exact distribution (TEM) or estimated from draws (with intervals).")
+    n_w: float = Field(description="Expected draws until the word comes back unchanged (N_w).")
+    n_w_low: float
+    n_w_high: float
+    s_w: float
+    outputs: list[ExplainOutput] = Field(description="The most likely outputs.")
+    other_mass: float = Field(description="Probability of every output not listed.")
+    guarantees: list[ExplainGuarantee] = Field(
+        description="Pr[M(w)=y] <= ratio * Pr[M(w')=y] for every output y, against each alternative w'."
+    )

@@ -1,0 +1,179 @@
+"""The work routes: ``POST /v1/privatize`` (and its alias ``/privatize``) and ``POST /v1/explain``.
+
+Each finds the offered instance the validated body chose (``State.lookup``), does the work
+on a work thread within the request's deadline (``_limits.py``), gives its concurrency slot
+back (``_guard.release_slot``) and holds the answer until its padded release time
+(``_timing.py``). A privatize answer states the guarantee and what is not protected.
+Request bodies are never logged or echoed. (No ``from __future__ import annotations`` here:
+FastAPI reads the routes' annotations, whose body types are made per application.)
+
+May import: FastAPI (the 'serve' extra), the library (_random, calibrate), ``._errors``,
+``._guard``, ``._limits``, ``._models`` and ``._state``.
+"""
+
+import time
+from functools import partial
+from typing import Annotated, Any
+
+from fastapi import Body, FastAPI, HTTPException, Request  # imported by create_app only (the 'serve' extra is there)
+
+from .._errors import InvalidParameterError
+from .._random import secure_generator
+from ._errors import error
+from ._guard import release_slot
+from ._limits import UNPADDED, Stopped, chunks, stopped
+from ._models import (
+    ExplainGuarantee,
+    ExplainOutput,
+    ExplainResponse,
+    Guarantee,
+    PrivatizeResponse,
+    request_models,
+)
+from ._state import State
+
+__all__ = ["install_work_routes"]
+
+#: The error answers of every work route (OpenAPI).
+RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"description": "No API key (when keys are configured)."},
+    403: {"description": "The API key is not valid."},
+    413: {"description": "Body or token limit exceeded."},
+    422: {"description": "A field is not valid or not offered (its value is never echoed)."},
+    503: {"description": "Not ready, busy (Retry-After) or stopped at the time limit."},
+}
+
+
+def install_work_routes(app: FastAPI, state: State) -> None:
+    """Add ``/v1/privatize``, ``/privatize`` and ``/v1/explain`` to ``app``, with bodies narrowed to the offer."""
+    cfg = state.config
+    privatize_model, explain_model = request_models(cfg)
+    example = {
+        "texts": ["The hockey game was great!"],
+        "epsilon": cfg.mechanisms[0].epsilons[0],
+        "mechanism": cfg.mechanisms[0].name,
+    }
+    examples = {"default": {"summary": "privatize one text", "value": example}}
+
+    @app.post("/v1/privatize", response_model=PrivatizeResponse, tags=["v1"], responses=RESPONSES)
+    async def privatize_v1(
+        request: Request,
+        body: Annotated[privatize_model, Body(openapi_examples=examples)],  # type: ignore[valid-type]
+    ) -> PrivatizeResponse:
+        """Privatize texts: every word is replaced by a random word near it; the response states the guarantee."""
+        return await run_privatize(state, request, body)
+
+    @app.post("/privatize", response_model=PrivatizeResponse, tags=["v1"], responses=RESPONSES, deprecated=True)
+    async def privatize_alias(
+        request: Request,
+        body: Annotated[privatize_model, Body(openapi_examples=examples)],  # type: ignore[valid-type]
+    ) -> PrivatizeResponse:
+        """Alias of /v1/privatize."""
+        return await run_privatize(state, request, body)
+
+    explain_example = {"word": "game", "epsilon": example["epsilon"], "mechanism": example["mechanism"]}
+
+    @app.post("/v1/explain", response_model=ExplainResponse, tags=["v1"], responses=RESPONSES)
+    async def explain_v1(
+        request: Request,
+        body: Annotated[
+            explain_model,  # type: ignore[valid-type]
+            Body(openapi_examples={"default": {"summary": "explain one word", "value": explain_example}}),
+        ],
+    ) -> ExplainResponse:
+        """What the mechanism does to one word: N_w, likely outputs, the guarantee against alternatives."""
+        return await run_explain(state, request, body)
+
+
+async def run_privatize(state: State, request: Request, req: Any) -> PrivatizeResponse:
+    """Privatize ``req.texts`` chunk by chunk within the deadline; the answer held until its release time."""
+    cfg = state.config
+    key, _, info = state.lookup(req)
+    start = time.monotonic()
+    deadline = start + cfg.timeout_s
+    priv = state.privatizers[(key, req.oov, req.case)]
+    parts = chunks(cfg, req.texts)  # 413 beyond the token limits
+    gen = secure_generator()
+    texts: list[str] = []
+    tokens = changed = oov = 0
+    for chunk, n in parts:
+        if time.monotonic() + state.timing.predict((key, "privatize"), n + len(chunk)) > deadline:
+            raise await stopped(cfg, state.timing, deadline)
+        if await request.is_disconnected():
+            raise HTTPException(499, "client left")
+        try:
+            out, stats = await state.work.run(partial(priv.privatize_batch_with_stats, chunk, gen), deadline)
+        except Stopped:
+            raise await stopped(cfg, state.timing, deadline) from None
+        except InvalidParameterError as exc:
+            raise error(422, exc.name, "not accepted", "invalid") from None
+        texts += out
+        tokens, changed, oov = tokens + stats.tokens, changed + stats.changed, oov + stats.oov
+    release_slot(request.scope)  # the work is done: its slot is free while the answer is held
+    await state.timing.hold((key, "privatize"), sum(n for _, n in parts) + len(req.texts), start)
+    policy = priv.describe()
+    if not cfg.pad_responses:
+        policy = {**policy, "not_protected": [*policy["not_protected"], UNPADDED]}
+    return PrivatizeResponse(
+        texts=texts,
+        tokens=tokens,
+        changed=changed,
+        oov=oov,
+        guarantee=Guarantee(mechanism=info, statement=statement(info), not_protected=policy["not_protected"]),
+        mechanism=info,
+        policy=policy,
+    )
+
+
+def statement(info: dict[str, Any]) -> str:
+    """The guarantee of the instance described by ``info``, in words."""
+    return (
+        f"{info.get('epsilon'):g}-metric differential privacy per word in the {info.get('metric')} distance: "
+        "for inputs w, w' and every output y, Pr[M(w)=y] <= exp(epsilon * d(w, w')) * Pr[M(w')=y]; "
+        "words are privatized independently, so the bounds of a text's words add up"
+    )
+
+
+async def run_explain(state: State, request: Request, req: Any) -> ExplainResponse:
+    """Explain ``req.word`` within the deadline (draws bounded at start-up); the answer held until its release time."""
+    from ..calibrate import explain
+
+    cfg = state.config
+    key, mech, info = state.lookup(req)
+    start = time.monotonic()
+    deadline = start + cfg.timeout_s
+    against = list(req.against) or None
+    draws = state.explain_draws.get(key, cfg.explain_draws)  # bounded in time at start-up (_limits.calibrate)
+
+    def work() -> Any:
+        return explain(mech, req.word, top=cfg.explain_top, against=against, draws=draws, samples=min(1000, draws))
+
+    try:
+        ex = await state.work.run(work, deadline)
+    except Stopped:
+        raise await stopped(cfg, state.timing, deadline) from None
+    except InvalidParameterError:
+        raise error(422, "word", "word and alternatives must be in the vocabulary", "not_in_vocabulary") from None
+    release_slot(request.scope)
+    await state.timing.hold((key, "explain"), 1 + len(req.against), start)
+    return ExplainResponse(
+        mechanism=info,
+        exact=ex.exact,
+        n_w=ex.n_w,
+        n_w_low=ex.n_w_low,
+        n_w_high=ex.n_w_high,
+        s_w=ex.s_w,
+        outputs=[
+            ExplainOutput(word=o.word, probability=o.probability, low=o.low, high=o.high, distance=o.distance)
+            for o in ex.outputs
+        ],
+        other_mass=ex.other_mass,
+        guarantees=[
+            ExplainGuarantee(other=g.other, distance=g.distance, bound=g.bound, ratio=_finite(g.ratio))
+            for g in ex.guarantees
+        ],
+    )
+
+
+def _finite(v: float) -> float:
+    return v if v < float("inf") else 1.7976931348623157e308
