@@ -156,4 +156,4 @@ def test_kinds_register_where_defined_and_deniable_imports_none() -> None:
     # `import deniable` imports no mechanism module (nor scipy.special) until an artefact is needed
     code = "import sys, deniable; print(sorted(m for m in sys.modules if m.startswith(('deniable.mech', 'scipy.sp'))))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert "diffractor" not in out and "scipy.special" not in out and "_tem_store" not in out
+    assert "diffractor" not in out and "scipy.special" not in out and "mechanisms.tem" not in out

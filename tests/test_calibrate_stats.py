@@ -242,8 +242,8 @@ def test_random_state_int_is_reproducible_without_a_not_private_warning() -> Non
 
 def test_one_tem_arithmetic_for_a_block_and_a_row() -> None:
     from conftest import make_tiny_embedding
-    from deniable.mechanisms._tem_geometry import Geometry, tem_distributions
     from deniable.mechanisms.tem import TruncatedExponential
+    from deniable.mechanisms.tem._geometry import Geometry, tem_distributions
 
     emb = make_tiny_embedding(200, 4, seed=8)
     mech = TruncatedExponential(emb, 3.0, gamma=1.0, cache=False)

@@ -193,9 +193,9 @@ def test_the_cli_announces_a_long_build_off_a_terminal(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, emb_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`deniable prepare` piped: the TEM tables' build (made slow here) is one line on stderr."""
-    from deniable.mechanisms import _tem_store
+    from deniable.mechanisms.tem import _tables
 
-    original = _tem_store.build_knn_artefact
+    original = _tables.build_knn_artefact
 
     def slow(*args: object, **kwargs: object) -> object:
         time.sleep(1.3)
@@ -204,7 +204,7 @@ def test_the_cli_announces_a_long_build_off_a_terminal(
     import deniable.artefacts as prep
 
     monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setitem(prep._KINDS, _tem_store.KNN_KIND, slow)
+    monkeypatch.setitem(prep._KINDS, _tables.KNN_KIND, slow)
     code, _, err = run(["prepare", "--embedding", str(emb_dir), "-q"], capsys)
     assert code == 0 and "building the prepared artefact tem-knn" in err
     code, _, err = run(["prepare", "--embedding", str(emb_dir), "-q"], capsys)  # prepared: nothing to say

@@ -21,11 +21,10 @@ from deniable.artefacts import (
     remove_artefacts,
 )
 from deniable.embedding import Embedding as _Embedding
-from deniable.mechanisms import _tem_store
-from deniable.mechanisms import tem as tem_module
-from deniable.mechanisms._tem_geometry import Geometry
-from deniable.mechanisms._tem_store import knn_entry
-from deniable.mechanisms.tem import TruncatedExponential
+from deniable.mechanisms.tem import TruncatedExponential, _self_first
+from deniable.mechanisms.tem import _tables as tables_module
+from deniable.mechanisms.tem._geometry import Geometry
+from deniable.mechanisms.tem._tables import knn_entry
 from deniable.preparation import planned_artefacts, prepare
 from test_tem_support import ALPHA, force_path, g_test_pvalue
 
@@ -43,9 +42,9 @@ def test_prepared_tables_are_the_lazy_tables(monkeypatch: pytest.MonkeyPatch, me
     # the prepared build (symmetric tiled search for euclidean / angular) = the row-by-row
     # k-NN table of every word
     k = 8
-    monkeypatch.setattr(tem_module, "_KNN_K", k)
+    monkeypatch.setattr(tables_module, "_KNN_K", k)
     if tile is not None:
-        monkeypatch.setattr(_tem_store, "_TILE", tile)
+        monkeypatch.setattr(tables_module, "_TILE", tile)
     v = 400
     emb = make_tiny_embedding(v, 4, seed=50)
     ids, dist = _tables(emb, metric)
@@ -77,7 +76,7 @@ def test_prepared_tables_sample_exactly_without_scanning(monkeypatch: pytest.Mon
         raise AssertionError("scanned the vocabulary although the tables are prepared")
 
     monkeypatch.setattr(Geometry, "screen", no_scan)
-    monkeypatch.setattr(tem_module, "_HEAVY_PROPOSALS", float("inf"))  # no ball tables for frequent words
+    monkeypatch.setattr(_self_first, "_HEAVY_PROPOSALS", float("inf"))  # no ball tables for frequent words
     mech = TruncatedExponential(emb, 3.0, metric=metric, **opts)  # type: ignore[arg-type]
     rng = np.random.default_rng(9)
     batch = np.tile(np.array([3, 40, 150]), 20000)

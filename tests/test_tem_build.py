@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from conftest import make_tiny_embedding
-from deniable.mechanisms import _tem_store
-from deniable.mechanisms._tem_geometry import Geometry
-from deniable.mechanisms._tem_store import _knn_heaps, _near_groups
+from deniable.mechanisms.tem import _tables
+from deniable.mechanisms.tem._geometry import Geometry
+from deniable.mechanisms.tem._tables import _knn_heaps, _near_groups
 
 
 def _screen_rows(geo: Geometry) -> np.ndarray:
@@ -24,7 +24,7 @@ def _screen_rows(geo: Geometry) -> np.ndarray:
 def test_heaps_hold_the_smallest_keys_of_every_row(
     monkeypatch: pytest.MonkeyPatch, metric: str, tile: int, sample: int, v: int
 ) -> None:
-    monkeypatch.setattr(_tem_store, "_SAMPLE", sample)
+    monkeypatch.setattr(_tables, "_SAMPLE", sample)
     k1 = 17
     geo = Geometry(make_tiny_embedding(v, 5, seed=3), metric)
     slack = 2.0 * geo._err(int(np.argmax(geo._norms)))

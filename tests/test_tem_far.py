@@ -19,11 +19,11 @@ import pytest
 
 from conftest import make_tiny_embedding
 from deniable.artefacts import open_artefact
-from deniable.mechanisms import _tem_far as far_module
-from deniable.mechanisms import tem as tem_module
-from deniable.mechanisms._tem_far import FAR_KIND, PreparedFar, far_artefact_params
-from deniable.mechanisms._tem_geometry import Geometry
-from deniable.mechanisms.tem import TruncatedExponential, _count_at_most, _segments
+from deniable.mechanisms.tem import TruncatedExponential, _envelope, _sampler, _self_first, _totals
+from deniable.mechanisms.tem import _far as far_module
+from deniable.mechanisms.tem._far import FAR_KIND, PreparedFar, far_artefact_params
+from deniable.mechanisms.tem._geometry import Geometry
+from deniable.mechanisms.tem._sampler import count_at_most, segments
 from deniable.preparation import prepare
 from test_tem_support import ALPHA, force_path, g_test_pvalue
 
@@ -67,10 +67,10 @@ def test_far_bounds_are_proven_tight_and_consistent(
 @pytest.mark.parametrize("block_words", [None, 2])
 def test_draws_through_the_far_envelope_are_exact(monkeypatch: pytest.MonkeyPatch, block_words: int | None) -> None:
     opts = force_path(monkeypatch, "knn")  # k = 8 of 400: most mass is outside E, in the clusters
-    monkeypatch.setattr(tem_module, "_HEAVY_PROPOSALS", float("inf"))
+    monkeypatch.setattr(_self_first, "_HEAVY_PROPOSALS", float("inf"))
     if block_words is not None:  # many blocks, a few words each, and small token slices
-        monkeypatch.setattr(tem_module, "_KNN_WORDS", block_words)
-        monkeypatch.setattr(tem_module, "_KNN_TOKENS", 5000)
+        monkeypatch.setattr(_sampler, "KNN_WORDS", block_words)
+        monkeypatch.setattr(_sampler, "_KNN_TOKENS", 5000)
     emb = make_tiny_embedding(400, 3, seed=61)
     prepare(emb, ["tem"], options={"epsilon": 3.0}, show_progress=False)
     mech = TruncatedExponential(emb, 3.0, **opts)  # type: ignore[arg-type]
@@ -85,21 +85,21 @@ def test_words_with_and_without_far_bounds_in_one_batch(monkeypatch: pytest.Monk
     # the far bounds serve only words whose k-NN envelope puts enough mass outside E: with
     # the threshold between the words' shares, one batch mixes both kinds of proposal
     opts = force_path(monkeypatch, "knn")
-    monkeypatch.setattr(tem_module, "_HEAVY_PROPOSALS", float("inf"))
+    monkeypatch.setattr(_self_first, "_HEAVY_PROPOSALS", float("inf"))
     emb = make_tiny_embedding(400, 3, seed=61)
     prepare(emb, ["tem"], options={"epsilon": 3.0}, show_progress=False)
     probe = TruncatedExponential(emb, 3.0, **opts)  # type: ignore[arg-type]
     knn = probe._prepared_knn()  # type: ignore[attr-defined]
     assert knn is not None
     words = np.array(WORDS)
-    _, _, m_e, _, log_env, _, _ = probe._knn_arrays(knn.rows(words), words)  # type: ignore[attr-defined]
+    _, _, m_e, _, log_env, _, _ = probe._env.arrays(knn.rows(words), words)  # type: ignore[attr-defined]
     outside = emb.size * np.exp(log_env)
     share = outside / (m_e + outside)
     assert share.min() < share.max()
-    monkeypatch.setattr(tem_module, "_FAR_MIN_SHARE", float(np.sort(share)[1]))  # the lowest word without
+    monkeypatch.setattr(_envelope, "FAR_MIN_SHARE", float(np.sort(share)[1]))  # the lowest word without
     mech = TruncatedExponential(emb, 3.0, **opts)  # type: ignore[arg-type]
     mech._prepared_knn()  # type: ignore[attr-defined]
-    uses = mech._far_words(m_e, log_env)  # type: ignore[attr-defined]
+    uses = mech._env.far_words(m_e, log_env)  # type: ignore[attr-defined]
     assert uses.any() and not uses.all()
     batch = np.tile(words, 30000)
     y = mech.privatize(batch, np.random.default_rng(14))
@@ -115,9 +115,9 @@ def test_the_far_envelope_is_tighter_than_the_knn_bound_alone(monkeypatch: pytes
     with_far = TruncatedExponential(emb, 3.0)
     knn = with_far._prepared_knn()  # type: ignore[attr-defined]
     assert knn is not None and with_far._prepared.far is not None  # type: ignore[attr-defined]
-    total_far = with_far._knn_arrays(knn.rows(words), words)[3]  # type: ignore[attr-defined]
+    total_far = with_far._env.arrays(knn.rows(words), words)[3]  # type: ignore[attr-defined]
     with_far._prepared.far = None  # type: ignore[attr-defined]
-    total_knn = with_far._knn_arrays(knn.rows(words), words)[3]  # type: ignore[attr-defined]
+    total_knn = with_far._env.arrays(knn.rows(words), words)[3]  # type: ignore[attr-defined]
     z = np.array([with_far.compact_distribution(int(w)).total for w in words])
     assert (z <= total_far * (1 + 1e-12)).all() and (total_far <= total_knn * (1 + 1e-12)).all()
     assert np.median(total_knn / total_far) > 1.5  # fewer proposals per token
@@ -134,15 +134,15 @@ def test_far_layouts_a_few_rows_at_a_time_are_the_same_bits(monkeypatch: pytest.
     far = mech._prepared.far  # type: ignore[attr-defined]
     words = np.random.default_rng(3).permutation(emb.size)[:333]  # several chunks and a ragged one
     log_env = np.random.default_rng(4).uniform(-30.0, 0.0, words.size)
-    cum, q = mech._far_layout(words, log_env)  # type: ignore[attr-defined]
-    mass = mech._far_tables()[1][far.levels(words)]  # type: ignore[attr-defined]
+    cum, q = mech._env.far_layout(words, log_env)  # type: ignore[attr-defined]
+    mass = mech._env.far_tables()[1][far.levels(words)]  # type: ignore[attr-defined]
     np.minimum(mass, np.exp(log_env)[:, None], out=mass)
     assert np.array_equal(q, far.levels(words)) and np.array_equal(cum, np.cumsum(mass * far.counts, axis=1))
 
 
 def test_the_test_rejects_bounds_that_are_too_large(monkeypatch: pytest.MonkeyPatch) -> None:
     opts = force_path(monkeypatch, "knn")
-    monkeypatch.setattr(tem_module, "_HEAVY_PROPOSALS", float("inf"))
+    monkeypatch.setattr(_self_first, "_HEAVY_PROPOSALS", float("inf"))
     emb = make_tiny_embedding(400, 3, seed=61)
     init = PreparedFar.__init__
 
@@ -182,9 +182,9 @@ def test_count_at_most_and_segments_are_the_plain_count(width: int) -> None:
     top = cum[:, -1].max() + 2
     u = np.concatenate([rng.uniform(-1, top, 4000), cum[rows[4000:], rng.integers(0, width, 1000)]])  # exact hits too
     expect = (cum[rows] <= u[:, None]).sum(axis=1)
-    assert np.array_equal(_count_at_most(cum, rows, u), expect)
+    assert np.array_equal(count_at_most(cum, rows, u), expect)
     # the segment u falls in: its index (the last one past the row's end) and its ends
-    c, lo, hi = _segments(cum, rows, u)
+    c, lo, hi = segments(cum, rows, u)
     assert np.array_equal(c, np.minimum(expect, width - 1))
     assert np.array_equal(hi, cum[rows, c])
     assert np.array_equal(lo, np.where(c > 0, cum[rows, np.maximum(c - 1, 0)], 0.0))
@@ -194,7 +194,7 @@ def test_count_at_most_and_segments_are_the_plain_count(width: int) -> None:
 def test_chunked_exact_distances_are_the_same_bits(monkeypatch: pytest.MonkeyPatch, metric: str) -> None:
     # Geometry.exact (chunks of 8,192 rows) and exact_indexed (2,048 pairs) against one
     # pair at a time: chunking must not change a single bit
-    from deniable.mechanisms import _tem_geometry as geometry_module
+    from deniable.mechanisms.tem import _geometry as geometry_module
 
     monkeypatch.setattr(geometry_module, "_PAIRED_CHUNK", 7)
     emb = make_tiny_embedding(20000, 6, seed=73)
@@ -237,8 +237,8 @@ def test_prepared_layouts_are_the_computed_ones_and_draw_exactly(monkeypatch: py
     # through computed ones. The twin moves each stored row's masses one cluster on (the
     # same total, other clusters): the draws must then fail the test
     opts = force_path(monkeypatch, "knn")
-    monkeypatch.setattr(tem_module, "_HEAVY_PROPOSALS", float("inf"))
-    monkeypatch.setattr(tem_module, "_LAYOUT_WORDS", 100)
+    monkeypatch.setattr(_self_first, "_HEAVY_PROPOSALS", float("inf"))
+    monkeypatch.setattr(_totals, "_LAYOUT_WORDS", 100)
     emb = make_tiny_embedding(400, 3, seed=61)
     prepare(emb, ["tem"], options={"epsilon": 3.0}, show_progress=False)
     mech = TruncatedExponential(emb, 3.0, **opts)  # type: ignore[arg-type]
@@ -246,15 +246,15 @@ def test_prepared_layouts_are_the_computed_ones_and_draw_exactly(monkeypatch: py
     holder = mech._prepared  # type: ignore[attr-defined]
     assert knn is not None and holder.layouts is not None and holder.layout_rows is not None
     words = np.arange(100)
-    _, _, m_e, _, log_env, _, _ = mech._knn_arrays(knn.rows(words), words)  # type: ignore[attr-defined]
-    uses = mech._far_words(m_e, log_env)  # type: ignore[attr-defined]
+    _, _, m_e, _, log_env, _, _ = mech._env.arrays(knn.rows(words), words)  # type: ignore[attr-defined]
+    uses = mech._env.far_words(m_e, log_env)  # type: ignore[attr-defined]
     rows = holder.layout_rows
     assert rows.size == 100 and np.array_equal(rows >= 0, uses) and uses[list(WORDS[:2])].all()
-    computed = mech._far_layout(words[uses], log_env[uses])[0]  # type: ignore[attr-defined]
+    computed = mech._env.far_layout(words[uses], log_env[uses])[0]  # type: ignore[attr-defined]
     assert np.array_equal(holder.layouts[rows[uses]], computed)  # the same bits
     last = np.array([WORDS[2]])
-    _, _, m_e, _, log_env, _, _ = mech._knn_arrays(knn.rows(last), last)  # type: ignore[attr-defined]
-    assert mech._far_words(m_e, log_env).all()  # type: ignore[attr-defined]  # computed in the sampler
+    _, _, m_e, _, log_env, _, _ = mech._env.arrays(knn.rows(last), last)  # type: ignore[attr-defined]
+    assert mech._env.far_words(m_e, log_env).all()  # type: ignore[attr-defined]  # computed in the sampler
     if broken:
         mass = np.diff(np.asarray(holder.layouts), axis=1, prepend=0.0)
         holder.layouts = np.cumsum(np.roll(mass, 1, axis=1), axis=1)

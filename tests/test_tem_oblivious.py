@@ -15,9 +15,8 @@ import numpy as np
 import pytest
 
 from conftest import make_tiny_embedding
-from deniable.mechanisms import _tem_oblivious as oblivious
-from deniable.mechanisms import tem as tem_module
 from deniable.mechanisms.tem import TruncatedExponential
+from deniable.mechanisms.tem import _oblivious as oblivious
 from deniable.preparation import prepare
 from test_tem_support import ALPHA, force_path, g_test_pvalue
 
@@ -53,13 +52,13 @@ def test_oblivious_draws_are_exact(monkeypatch: pytest.MonkeyPatch, plan: tuple[
 def test_every_word_does_the_same_work(monkeypatch: pytest.MonkeyPatch) -> None:
     mech = _mech(monkeypatch, 3.0, (40, True))  # R large: no fallback in practice (checked below)
     sizes: list[int] = []
-    original = tem_module._count_at_most
+    original = oblivious.count_at_most
 
     def counting(cum: Any, rows: Any, u: Any) -> Any:
         sizes.append(int(rows.size))
         return original(cum, rows, u)
 
-    monkeypatch.setattr(tem_module, "_count_at_most", counting)
+    monkeypatch.setattr(oblivious, "count_at_most", counting)
     seen = []
     rng = np.random.default_rng(2)
     v = mech.embedding.size

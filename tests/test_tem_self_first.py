@@ -10,6 +10,7 @@ stored where.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,10 @@ import pytest
 
 from conftest import make_tiny_embedding, make_toy_embedding
 from deniable.artefacts import artefact_path, list_artefacts, open_artefact
-from deniable.mechanisms import tem as tem_module
-from deniable.mechanisms._tem_far import FAR_KIND
-from deniable.mechanisms._tem_geometry import Geometry
-from deniable.mechanisms.tem import TOTALS_KIND, TruncatedExponential
+from deniable.mechanisms.tem import TruncatedExponential, _envelope, _self_first
+from deniable.mechanisms.tem._far import FAR_KIND
+from deniable.mechanisms.tem._geometry import Geometry
+from deniable.mechanisms.tem._totals import TOTALS_KIND
 from deniable.preparation import planned_artefacts, prepare
 from test_tem_support import ALPHA, force_path, g_test_pvalue
 
@@ -39,24 +40,24 @@ def _no_scan(monkeypatch: pytest.MonkeyPatch) -> None:
         raise AssertionError("scanned the vocabulary although the tables are prepared")
 
     monkeypatch.setattr(Geometry, "screen", no_scan)
-    monkeypatch.setattr(tem_module, "_HEAVY_PROPOSALS", float("inf"))
+    monkeypatch.setattr(_self_first, "_HEAVY_PROPOSALS", float("inf"))
 
 
-class UnconditionalHeavyTEM(TruncatedExponential):
-    """A broken heavy-word path: tokens past the self test get the word itself with its
-    unconditional probability 1/Z (they already had their chance of it)."""
-
-    @staticmethod
-    def _self_after_failed_test(z: float, t: float) -> float:
-        return 1.0 / z
+def _unconditional_heavy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broken heavy-word path from now on: tokens past the self test get the word itself
+    with its unconditional probability 1/Z (they already had their chance of it)."""
+    monkeypatch.setattr(_self_first, "self_after_failed_test", lambda z, t: 1.0 / z)
 
 
-class FreshContinuationTEM(TruncatedExponential):
-    """A broken self-first sampler: a token past its own unit starts a fresh attempt
-    instead of continuing the one it drew (its word then comes out too often)."""
+def _fresh_continuation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broken self-first sampler from now on: a token past its own unit starts a fresh
+    attempt instead of continuing the one it drew (its word then comes out too often)."""
+    right = _self_first.sample_knn
 
-    def _sample_knn(self, *args: Any, u_first: Any = None, **kwargs: Any) -> Any:
-        return super()._sample_knn(*args, **kwargs)
+    def fresh(env: Any, geo: Any, draws: Any, out: Any, rng: Any) -> Any:
+        return right(env, geo, replace(draws, u_first=None), out, rng)
+
+    monkeypatch.setattr(_self_first, "sample_knn", fresh)
 
 
 @pytest.mark.parametrize("metric", ["euclidean", "angular"])
@@ -86,7 +87,7 @@ def test_prepared_totals_sample_exactly_without_scanning(
 
 def test_memo_holds_the_words_met_and_samples_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
     opts = force_path(monkeypatch, "knn")
-    monkeypatch.setattr(tem_module, "_HEAVY_PROPOSALS", float("inf"))  # every token through the envelope
+    monkeypatch.setattr(_self_first, "_HEAVY_PROPOSALS", float("inf"))  # every token through the envelope
     emb = make_tiny_embedding(400, 3, seed=62)
     prepare(emb, ["tem"], show_progress=False)
     before = {i.path for i in list_artefacts(emb)}
@@ -107,16 +108,18 @@ def test_the_test_rejects_a_broken_continuation_and_a_wrong_epsilon(monkeypatch:
     # k = 32 of 400: the envelope total is within ~3x of the true mass, so a restart that
     # forgets the first attempt visibly inflates the word's own probability
     opts = force_path(monkeypatch, "knn", knn_k=32)
-    monkeypatch.setattr(tem_module, "_HEAVY_PROPOSALS", float("inf"))  # every token through the envelope
+    monkeypatch.setattr(_self_first, "_HEAVY_PROPOSALS", float("inf"))  # every token through the envelope
     emb = make_tiny_embedding(400, 3, seed=61)
     eps = 6.0
     right = TruncatedExponential(emb, eps, cache=False)
     p_self = [float(right.distribution(w)[1][w]) for w in WORDS]
     assert all(0.2 < p < 0.8 for p in p_self)  # where a fresh restart changes the word's own mass
     prepare(emb, ["tem"], options={"epsilon": [eps, 7.0]}, show_progress=False)
-    broken = FreshContinuationTEM(emb, eps, **opts)  # type: ignore[arg-type]
     batch = _batch()
-    y = broken.privatize(batch, np.random.default_rng(4))
+    with monkeypatch.context() as broken_path:
+        _fresh_continuation(broken_path)
+        broken = TruncatedExponential(emb, eps, **opts)  # type: ignore[arg-type]
+        y = broken.privatize(batch, np.random.default_rng(4))
     assert broken._prepared.totals is not None  # type: ignore[attr-defined]
     assert all(g_test_pvalue(y[batch == w], right.distribution(w)[1]) < ALPHA for w in WORDS)
     wrong = TruncatedExponential(emb, 7.0, gamma=right.gamma, **opts)  # type: ignore[arg-type]
@@ -133,11 +136,11 @@ def test_totals_are_the_samplers_totals_and_zero_where_it_is_not_used(monkeypatc
     knn = mech._prepared_knn()  # type: ignore[attr-defined]
     assert knn is not None
     words = np.arange(emb.size)
-    _, _, m_e, total, _, _, _ = mech._knn_arrays(knn.rows(words), words)  # type: ignore[attr-defined]
+    _, _, m_e, total, _, _, _ = mech._env.arrays(knn.rows(words), words)  # type: ignore[attr-defined]
     assert np.array_equal(totals, total) and np.all(totals >= m_e) and np.all(m_e >= 1.0)
     # envelopes too expensive to use: total 0, those words take the other samplers (exactly)
-    monkeypatch.setattr(tem_module, "_KNN_MAX_RATIO", 0.0)
-    monkeypatch.setattr(tem_module, "_KNN_MAX_EST", 0.0)
+    monkeypatch.setattr(_envelope, "KNN_MAX_RATIO", 0.0)
+    monkeypatch.setattr(_envelope, "KNN_MAX_EST", 0.0)
     _, _, info = prepare(emb, ["tem"], options={"epsilon": 4.0}, show_progress=False)  # another artefact
     assert not np.load(info.file("totals.npy")).any()
     mech = TruncatedExponential(emb, 4.0, table_max=1)
@@ -195,7 +198,7 @@ def test_frequent_words_use_their_table_given_the_failed_self_test(monkeypatch: 
     # every moved word is "heavy": its tokens past the self test come from its exact ball
     # table, conditioned on that failed test
     opts = force_path(monkeypatch, "knn", knn_k=32)
-    monkeypatch.setattr(tem_module, "_HEAVY_PROPOSALS", 1)
+    monkeypatch.setattr(_self_first, "_HEAVY_PROPOSALS", 1)
     emb = make_tiny_embedding(400, 3, seed=61)
     prepare(emb, ["tem"], options={"epsilon": 6.0}, show_progress=False)
     batch = _batch()
@@ -204,8 +207,10 @@ def test_frequent_words_use_their_table_given_the_failed_self_test(monkeypatch: 
     assert len(mech._store) == len(WORDS)  # type: ignore[attr-defined]  # tables in memory, for those words
     for w in WORDS:
         assert g_test_pvalue(y[batch == w], mech.distribution(w)[1]) > ALPHA
-    broken = UnconditionalHeavyTEM(emb, 6.0, **opts)  # type: ignore[arg-type]
-    y = broken.privatize(batch, np.random.default_rng(9))
+    with monkeypatch.context() as broken_path:
+        _unconditional_heavy(broken_path)
+        broken = TruncatedExponential(emb, 6.0, **opts)  # type: ignore[arg-type]
+        y = broken.privatize(batch, np.random.default_rng(9))
     assert all(g_test_pvalue(y[batch == w], mech.distribution(w)[1]) < ALPHA for w in WORDS)
     # history-free: no tables kept, the envelope samples every word
     free = TruncatedExponential(emb, 6.0, history_free=True, **opts)  # type: ignore[arg-type]

@@ -6,8 +6,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.stats import chi2
 
-from deniable.mechanisms import tem as tem_module
-from deniable.mechanisms.tem import TruncatedExponential
+from deniable.mechanisms.tem import _envelope, _lazy, _tables
 
 ALPHA = 1e-6  # false-alarm rate of every goodness-of-fit test
 
@@ -39,13 +38,16 @@ def g_test_pvalue(samples: npt.NDArray[np.int64], probs: npt.NDArray[np.float64]
     return float(chi2.sf(g, df))
 
 
-class WrongBottomTEM(TruncatedExponential):
-    """A broken TEM: the bottom element scores ``-gamma`` and forgets ``+ (2/eps) ln |W \\ L_w|``."""
+def break_the_bottom(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A broken TEM from now on: the bottom element scores ``-gamma`` and forgets ``+ (2/eps) ln |W \\ L_w|``."""
+    right = _lazy.table_rest
 
-    def _others(self, w, table):  # type: ignore[no-untyped-def]
-        others, cum, bottom = super()._others(w, table)
-        n_out = self.embedding.size - np.asarray(table[0]).size
+    def wrong(mech, w, table):  # type: ignore[no-untyped-def]
+        others, cum, bottom = right(mech, w, table)
+        n_out = mech.embedding.size - np.asarray(table[0]).size
         return others, cum, (bottom / n_out if n_out else 0.0)  # wrong: mass exp(-a gamma), not n_out times it
+
+    monkeypatch.setattr(_lazy, "table_rest", wrong)
 
 
 def force_path(monkeypatch, path: str, knn_k: int = 8) -> dict[str, object]:  # type: ignore[no-untyped-def]
@@ -55,17 +57,17 @@ def force_path(monkeypatch, path: str, knn_k: int = 8) -> dict[str, object]:  # 
     vocabularies exercise the rejection part of the envelope (not only its explicit part).
     """
     if path == "uniform":
-        monkeypatch.setattr(tem_module, "_UNIFORM_MIN_RATE", 0.0)
+        monkeypatch.setattr(_lazy, "_UNIFORM_MIN_RATE", 0.0)
         return {}
-    monkeypatch.setattr(tem_module, "_UNIFORM_MIN_RATE", 2.0)  # never
+    monkeypatch.setattr(_lazy, "_UNIFORM_MIN_RATE", 2.0)  # never
     if path in ("shells", "table"):
-        monkeypatch.setattr(tem_module, "_KNN_MAX_RATIO", 0.0)  # k-NN envelope never usable
-        monkeypatch.setattr(tem_module, "_KNN_MAX_EST", 0.0)
-        monkeypatch.setattr(tem_module, "_KNN_PREFER_RATIO", 0.0)
+        monkeypatch.setattr(_envelope, "KNN_MAX_RATIO", 0.0)  # k-NN envelope never usable
+        monkeypatch.setattr(_envelope, "KNN_MAX_EST", 0.0)
+        monkeypatch.setattr(_lazy, "_KNN_PREFER_RATIO", 0.0)
     if path == "shells":
         return {"table_max": 1}
     if path == "knn":
-        monkeypatch.setattr(tem_module, "_KNN_K", knn_k)
-        monkeypatch.setattr(tem_module, "_KNN_MAX_RATIO", float("inf"))
+        monkeypatch.setattr(_tables, "_KNN_K", knn_k)
+        monkeypatch.setattr(_envelope, "KNN_MAX_RATIO", float("inf"))
         return {"table_max": 1}
     return {}

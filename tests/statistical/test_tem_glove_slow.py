@@ -77,8 +77,8 @@ def test_theorem3_on_glove(emb: Embedding) -> None:
 def test_prepared_tables_on_glove(glove: Embedding, metric: str) -> None:
     # the blocked (faiss) build on real vectors: E and d_env are right, sampling is exact
     from deniable.artefacts import remove_artefacts
-    from deniable.mechanisms._tem_geometry import Geometry
-    from deniable.mechanisms._tem_store import knn_entry
+    from deniable.mechanisms.tem._geometry import Geometry
+    from deniable.mechanisms.tem._tables import knn_entry
     from deniable.preparation import prepare
 
     emb = glove.subset(20000)
@@ -120,11 +120,11 @@ def test_self_first_and_frequent_word_tables_on_glove(
     # eps 3, the ball tables of frequent words drawn given the failed self test (or, with
     # heavy=False, every token through the far envelope) -- all against distribution()
     from deniable.artefacts import remove_artefacts
-    from deniable.mechanisms import tem as tem_module
+    from deniable.mechanisms.tem import _self_first
     from deniable.preparation import prepare
 
     if not heavy:
-        monkeypatch.setattr(tem_module, "_HEAVY_PROPOSALS", float("inf"))
+        monkeypatch.setattr(_self_first, "_HEAVY_PROPOSALS", float("inf"))
 
     emb = glove.subset(20000)
     prepare(emb, ["tem"], options={"epsilon": eps}, show_progress=False)

@@ -25,6 +25,7 @@ from scipy.stats import mannwhitneyu
 from conftest import make_tiny_embedding
 from deniable import NotPrivateWarning
 from deniable.mechanisms.tem import TruncatedExponential
+from deniable.mechanisms.tem._self_first import privatize_fast
 from deniable.mechanisms.truncated_gumbel import TruncatedGumbel
 from deniable.preparation import prepare
 
@@ -59,7 +60,7 @@ class EarlyExitTEM(TruncatedExponential):
     """The mutant: history-free, but with the fast path's self test (a kept word returns at once)."""
 
     def _privatize(self, flat: Any, rng: np.random.Generator) -> Any:
-        return self._privatize_fast(flat, rng)
+        return privatize_fast(self, flat, rng)
 
 
 def _timed(mech: Any, ids: np.ndarray, rng: np.random.Generator, repeat: int) -> tuple[float, np.ndarray]:

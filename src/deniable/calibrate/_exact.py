@@ -13,7 +13,7 @@ import numpy.typing as npt
 from .._errors import InvalidParameterError
 from .._progress import progress
 from .._validation import check_int, check_probability
-from ..mechanisms._tem_geometry import BLOCK_METRICS, Geometry, tem_distributions, truncation
+from ..mechanisms.tem._geometry import BLOCK_METRICS, Geometry, tem_distributions, truncation
 from ._common import _CUM_RTOL, DEFAULT_ETA
 
 if TYPE_CHECKING:
@@ -220,7 +220,7 @@ def tem_statistics(
     float32 (default, fast) agrees with the float64 formula to about 1e-5 relative;
     float64 matches ``TruncatedExponential.compact_distribution`` to rounding. The
     weights, normalisers and ball sizes come from
-    :func:`~deniable.mechanisms._tem_geometry.tem_distributions`, the arithmetic
+    :func:`~deniable.mechanisms.tem._geometry.tem_distributions`, the arithmetic
     ``compact_distribution`` runs on one word. Memory: about 4 arrays of ``block_elements`` numbers
     per worker (a block holds ``block_elements // V`` query words); ``workers`` threads
     process blocks in parallel.

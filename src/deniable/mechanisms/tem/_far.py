@@ -16,7 +16,11 @@ EPS`` (one V x V pass, two threads).
 Files: ``order.npy`` (int32, the word ids sorted by cluster), ``rank.npy`` (int32, its
 inverse: the place of each word in ``order``), ``starts.npy`` (int64, C + 1 offsets of the
 clusters in ``order``), ``bounds.npy`` (uint8, ``V x C``, rows in the order of ``order``:
-row ``rank[w]`` is word ``w``), ``step.npy`` (float64, one value).
+row ``rank[w]`` is word ``w``), ``step.npy`` (float64, one value). The kind ``tem-far``
+registers itself with the store when this module is imported.
+
+May import: :mod:`._geometry`, :mod:`._shared`, and the library below the mechanisms
+(:mod:`deniable.artefacts`, :mod:`deniable.embedding`, ``_progress``).
 """
 
 from __future__ import annotations
@@ -30,10 +34,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._progress import progress
-from ..artefacts import register_kind
-from ..embedding import Embedding, Vocabulary
-from ._tem_geometry import Geometry
+from ..._progress import progress
+from ...artefacts import register_kind
+from ...embedding import Embedding, Vocabulary
+from ._geometry import Geometry
+from ._shared import cluster_labels, single_threaded_blas, touch_pages
 
 #: The artefact kind (deniable.artefacts).
 FAR_KIND = "tem-far"
@@ -53,8 +58,6 @@ class PreparedFar:
     """The prepared far bounds, read-only, memory-mapped (``prefault`` as for :class:`PreparedKnn`)."""
 
     def __init__(self, folder: Path, *, prefault: bool = False) -> None:
-        from ._tem_store import _touch_pages
-
         def load(name: str) -> np.ndarray:  # plain ndarray views of the memory maps (nothing read yet)
             return np.asarray(np.load(folder / name, mmap_mode="r", allow_pickle=False))
 
@@ -66,7 +69,7 @@ class PreparedFar:
         self.prefaulted = prefault
         if prefault:
             for arr in (self.order, self.rank, self.bounds):
-                _touch_pages(arr)
+                touch_pages(arr)
 
     def levels(self, words: npt.NDArray[np.int64]) -> npt.NDArray[np.uint8]:
         """``(len(words), C)`` uint8 ``q``: ``q[i, c] * step <= d(words[i], y)`` for every ``y`` of cluster ``c``."""
@@ -86,23 +89,6 @@ class PreparedFar:
         return self.order[self.starts[c] + at]
 
 
-def _clusters(x: np.ndarray, c: int, angular: bool) -> npt.NDArray[np.int64]:
-    """k-means labels of the rows of ``x`` (faiss, a fixed seed: a function of the public vectors)."""
-    import faiss
-
-    v, dim = x.shape
-    data = np.ascontiguousarray(x, dtype=np.float32)
-    if c <= 1:
-        return np.zeros(v, dtype=np.int64)
-    sample = data
-    if v > 64 * c:
-        sample = data[np.random.default_rng(0).choice(v, 64 * c, replace=False)]
-    km = faiss.Kmeans(dim, c, niter=20, seed=1234, spherical=angular, verbose=False)
-    km.train(sample)
-    _, lab = km.index.search(data, 1)
-    return np.asarray(lab[:, 0], dtype=np.int64)
-
-
 def build_far_artefact(embedding: Vocabulary, params: dict[str, Any], folder: Path, show_progress: bool | None) -> None:
     """Write the far bounds of every word to every cluster (see the module docstring).
 
@@ -111,8 +97,6 @@ def build_far_artefact(embedding: Vocabulary, params: dict[str, Any], folder: Pa
     I's words to J's clusters) and once along its columns (J's words to I's clusters), so
     every (word, cluster) bound is written exactly once; two worker threads.
     """
-    from ._tem_store import _single_threaded_blas
-
     if not isinstance(embedding, Embedding):
         raise Embedding.type_error(embedding)
     metric = str(params["metric"])
@@ -120,7 +104,7 @@ def build_far_artefact(embedding: Vocabulary, params: dict[str, Any], folder: Pa
     if metric not in FAR_METRICS or not geo.screening:
         raise ValueError(f"far bounds are built for {', '.join(FAR_METRICS)} on finite vectors, not {metric}")
     v = geo.size
-    labels = _clusters(np.asarray(geo.x), int(params["clusters"]), metric == "angular")
+    labels = cluster_labels(np.asarray(geo.x), int(params["clusters"]), metric == "angular")
     labels = np.unique(labels, return_inverse=True)[1].ravel()  # no empty cluster
     c_count = int(labels.max()) + 1
     order = np.argsort(labels, kind="stable").astype(np.int64)
@@ -159,7 +143,7 @@ def build_far_artefact(embedding: Vocabulary, params: dict[str, Any], folder: Pa
         c0, c1 = groups[gi], groups[gi + 1]
         p0, p1 = int(starts[c0]), int(starts[c1])
         edges_i = (starts[c0 : c1 + 1] - p0).tolist()
-        with _single_threaded_blas():
+        with single_threaded_blas():
             for gj in range(gi, len(groups) - 1):
                 d0, d1 = groups[gj], groups[gj + 1]
                 q0, q1 = int(starts[d0]), int(starts[d1])

@@ -1,6 +1,6 @@
 """TEM's data-oblivious sampler: the history-free mode, whose time depends on public quantities only.
 
-The fast samplers of :mod:`.tem` stop a token as soon as it is decided (the self test
+The fast samplers (:mod:`._self_first`, :mod:`._lazy`) stop a token as soon as it is decided (the self test
 returns most tokens at large epsilon after one multiplication), work once per *distinct*
 word, read prepared far layouts for frequent words and compute them for rare ones, and
 pick a sampler per word from its cost. Each of these makes the time of a call a function
@@ -28,6 +28,10 @@ evenly spaced words, by the sampler's cost estimate) gets ``R`` more, for the pe
 tokens only: an exact fallback whose rare use takes longer.
 Tokens whose envelope cannot be formed at all (no screening: vector norms over 1e15; an E
 of zero mass) go to the general samplers. Cache effects of reading different rows remain.
+
+May import: :mod:`._envelope`, :mod:`._lazy` (its general samplers, the fallback),
+:mod:`._sampler` (its searches), :mod:`._shared`, :mod:`._tables`; the mechanism only for
+type checking.
 """
 
 from __future__ import annotations
@@ -39,9 +43,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from ._lazy import privatize_general, rows
+from ._sampler import count_at_most, segments
+from ._shared import Table
+from ._tables import KNN_SKETCH, knn_entry
+
 if TYPE_CHECKING:
-    from ._tem_store import Table
-    from .tem import TruncatedExponential
+    from ._mechanism import TruncatedExponential
 
 __all__ = ["OBLIVIOUS_DELTA", "OBLIVIOUS_MAX_ROUNDS", "oblivious_plan", "oblivious_rounds", "privatize_oblivious"]
 
@@ -89,7 +97,7 @@ def oblivious_plan(mech: TruncatedExponential) -> tuple[int, bool]:
     plan = (1, False)
     if entries is not None:
         plan = (_rounds(_envelopes(mech, entries, words, use_far=False).est), False)
-        if mech._prepared.far is not None and mech._knn_rest(mech._k):
+        if mech._prepared.far is not None and mech._env.n_rest:
             far = _rounds(_envelopes(mech, entries, words, use_far=True).est)
             if far + _LAYOUT_COST < plan[0]:
                 plan = (far, True)
@@ -115,22 +123,14 @@ def _entries(mech: TruncatedExponential, words: npt.NDArray[np.int64]) -> Table 
         return prepared.rows(words)
     if not mech._geo.screening:
         return None
-    from ._tem_store import knn_entry
-
     ids: list[np.ndarray] = []
     dist: list[np.ndarray] = []
     for s in range(0, words.size, 64):  # one scan per TOKEN (a padded dedup): the work counts tokens
-        for w, row in mech._rows(words[s : s + 64], show=False):
-            entry = knn_entry(mech._geo, w, row, mech._k, _sketch())
+        for w, row in rows(mech, words[s : s + 64], show=False):
+            entry = knn_entry(mech._geo, w, row, mech._k, KNN_SKETCH)
             ids.append(entry[0])
             dist.append(entry[1])
     return np.stack(ids), np.stack(dist)
-
-
-def _sketch() -> int:
-    from .tem import _KNN_SKETCH
-
-    return _KNN_SKETCH
 
 
 @dataclass(frozen=True)
@@ -153,29 +153,29 @@ def _envelopes(
     """E ids, cumulative weights, E mass, total, log envelope, far use and far layout of every row.
 
     The far layout is computed for EVERY row (used only where the word's envelope uses the
-    far bounds, :meth:`TruncatedExponential._far_words`): the same work for every word.
+    far bounds, :meth:`._envelope.Envelope.far_words`): the same work for every word.
     """
-    k = mech._k
+    k, env = mech._k, mech._env
     ids = np.asarray(entries[0][:, :k], dtype=np.int64)
     tail = np.asarray(entries[1], dtype=np.float64)
     dist, d_env, sketch = tail[:, :k], tail[:, k], tail[:, k + 1 :]
-    cum = np.cumsum(np.exp(mech._weights_exponent(dist)), axis=1)
+    cum = np.cumsum(np.exp(env.weights_exponent(dist)), axis=1)
     m_e = cum[:, -1]
-    log_env = mech._weights_exponent(d_env)
-    n_rest = mech._knn_rest(k)
+    log_env = env.weights_exponent(d_env)
+    n_rest = env.n_rest
     far = mech._prepared.far if n_rest and use_far else None
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         plain = n_rest * np.exp(log_env) if n_rest else np.zeros_like(m_e)
         layout = None
         far_word = np.zeros(words.size, dtype=bool)
         if far is not None:
-            layout = mech._far_layout(words, log_env)[0]
-            far_word = mech._far_words(m_e, log_env)
+            layout = env.far_layout(words, log_env)[0]
+            far_word = env.far_words(m_e, log_env)
             outside = np.where(far_word, layout[:, -1] if words.size else plain, plain)
         else:
             outside = plain
         total = m_e + outside
-        far_est = (mech.embedding.size - k) * np.exp(mech._weights_exponent(sketch)).mean(axis=1)
+        far_est = (mech.embedding.size - k) * np.exp(env.weights_exponent(sketch)).mean(axis=1)
         z_est = np.minimum(m_e + far_est, total)
         ok = (m_e > 0) & np.isfinite(total)
         est = np.where(ok, total / np.maximum(z_est, m_e), np.inf)
@@ -188,17 +188,15 @@ def privatize_oblivious(
     mech: TruncatedExponential, flat: npt.NDArray[np.int64], rng: np.random.Generator
 ) -> npt.NDArray[np.int64]:
     """History-free TEM: every token makes the same ``R`` proposals (module docstring); exact law."""
-    from .tem import _count_at_most, _segments
-
     out = np.empty(flat.size, dtype=np.int64)
     if not flat.size:
         return out
     rounds, use_far = oblivious_plan(mech)
     entries = _entries(mech, flat)
     if entries is None:  # no screening (norms over 1e15): the general samplers
-        return mech._privatize_general(flat, rng)
+        return privatize_general(mech, flat, rng)
     v, k = mech.embedding.size, mech._k
-    n_rest = mech._knn_rest(k)
+    n_rest = mech._env.n_rest
     far = mech._prepared.far if n_rest and use_far else None
     geo = mech._geo
     per = max(1, min(_TOKENS, _PROPOSALS // rounds))  # tokens per chunk: a function of R only
@@ -219,7 +217,7 @@ def privatize_oblivious(
             m_e = env.m_e[j]
             in_e = u < m_e
             # inverse CDF into E, for every proposal
-            col = _count_at_most(env.cum, j, u)
+            col = count_at_most(env.cum, j, u)
             res = env.ids[j, np.minimum(col, k - 1)]
             accepted = in_e.copy()
             if n_rest:
@@ -229,17 +227,17 @@ def privatize_oblivious(
                 log_g = env.log_env[j]
                 if far is not None and env.layout is not None:
                     uf = np.maximum(u - m_e, 0.0)
-                    c, lo, hi = _segments(env.layout, j, uf)
+                    c, lo, hi = segments(env.layout, j, uf)
                     with np.errstate(invalid="ignore", divide="ignore"):
                         frac = np.clip((uf - lo) / (hi - lo), 0.0, 1.0)
                     y_far = far.members(c, np.nan_to_num(frac))
-                    lg_far = mech._far_log_envelope(far.level_at(words[j], c), env.log_env[j])
+                    lg_far = mech._env.far_log_envelope(far.level_at(words[j], c), env.log_env[j])
                     use = env.far_word[j]
                     y = np.where(use, y_far, y)
                     log_g = np.where(use, lg_far, log_g)
                 d = geo.exact_indexed(w_rows, j, words[j], y)
                 with np.errstate(over="ignore", invalid="ignore"):
-                    p_acc = np.exp(mech._weights_exponent(d) - log_g)
+                    p_acc = np.exp(mech._env.weights_exponent(d) - log_g)
                 p_acc[~(log_g > -np.inf)] = 0.0
                 acc = rng.random(j.size) < p_acc
                 probe = j * v + y
@@ -254,5 +252,5 @@ def privatize_oblivious(
             pend = pend[~got]
     rest = np.concatenate(bad) if bad else np.empty(0, dtype=np.int64)
     if rest.size:  # no envelope can be formed (an E of zero mass): the general samplers
-        out[rest] = mech._privatize_general(flat[rest], rng)
+        out[rest] = privatize_general(mech, flat[rest], rng)
     return out

@@ -4,16 +4,20 @@ Two kinds of table exist (both ``(ids, dist)``):
 
 - ball tables ``L_w = {y : d(w, y) <= gamma}`` (sorted int32 ids, exact float64
   distances), built for the words met in a run;
-- k-NN envelope tables (see ``TruncatedExponential._build_knn``): the k nearest words
+- k-NN envelope tables (see :func:`._lazy.build_knn`): the k nearest words
   with exact distances, a proven lower bound ``d_env`` on the distance of every other
   word, and a sketch of the far distances.
 
 **Nothing built from the words of a run is written to disk** (it would record which words
 were privatized): such tables live in :class:`TableStore`, a per-process LRU bounded in
 bytes. What is on disk is the *prepared* k-NN artefact for the WHOLE vocabulary
-(:func:`build_knn_artefact`, registered with :mod:`deniable.artefacts` as ``"tem-knn"``): a
-function of the embedding and the metric only, two ``(V, k + 1 + sketch)`` arrays
-memory-mapped by :class:`PreparedKnn`.
+(:func:`build_knn_artefact`, registered with :mod:`deniable.artefacts` as ``"tem-knn"`` when
+this module is imported; its key is :func:`knn_artefact_params`): a function of the
+embedding and the metric only, two ``(V, k + 1 + sketch)`` arrays memory-mapped by
+:class:`PreparedKnn`.
+
+May import: :mod:`._geometry`, :mod:`._shared`, and the library below the mechanisms
+(:mod:`deniable.artefacts`, :mod:`deniable.embedding`, :mod:`deniable.metrics`, ``_progress``).
 """
 
 from __future__ import annotations
@@ -24,25 +28,41 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from .._progress import progress
-from ..artefacts import register_kind
-from ..embedding import Embedding, Vocabulary
-from ..metrics import unit_rows
-from ._tem_geometry import Geometry
+from ..._progress import progress
+from ...artefacts import register_kind
+from ...embedding import Embedding, Vocabulary
+from ...metrics import unit_rows
+from ._geometry import Geometry
+from ._shared import Table, cluster_labels, single_threaded_blas, touch_pages
 
-__all__ = ["KNN_KIND", "PreparedKnn", "TableStore", "build_knn_artefact", "knn_entry"]
-
-Table = tuple[npt.NDArray[np.int32], npt.NDArray[np.float64]]
+__all__ = [
+    "KNN_KIND",
+    "KNN_SKETCH",
+    "PreparedKnn",
+    "TableStore",
+    "build_knn_artefact",
+    "knn_artefact_params",
+    "knn_entry",
+    "knn_k",
+]
 
 #: The artefact kind of the prepared k-NN tables (deniable.artefacts).
 KNN_KIND = "tem-knn"
+#: Neighbours kept per word by the k-NN envelope sampler (its tables do not depend on
+#: epsilon or gamma, only on the embedding and the metric).
+_KNN_K = 256
+#: A k-NN table also keeps this many quantiles of the distances to the words outside E
+#: (lower bounds, from a strided sample of the scan): a sketch of the far mass, for the
+#: sampler's cost estimate (:mod:`._envelope`). Without it, the bound (envelope mass / E
+#: mass) is far too pessimistic at small eps (median 960 against 8 proposals really needed
+#: at eps = 2 on GloVe).
+KNN_SKETCH = 32
 #: Rows and columns of one tile of the prepared build's symmetric k-NN search.
 _TILE = 1024
 #: Worker threads of the prepared build (one BLAS thread each).
@@ -53,6 +73,17 @@ _SAMPLE = 4096
 _EXACT_CHUNK = 16
 #: rows of a tile behind one minimum in the column filter of the prepared build
 _CHUNK = 16
+
+
+def knn_artefact_params(embedding: Vocabulary, metric: str) -> dict[str, object]:
+    """Parameters of the prepared k-NN artefact TEM reads for ``embedding`` and ``metric``
+    (``k``: the neighbours of every table, in memory too)."""
+    return {"metric": metric, "k": knn_k(embedding.size), "sketch": KNN_SKETCH, "format": 1}
+
+
+def knn_k(size: int) -> int:
+    """The neighbours of every k-NN table over a vocabulary of ``size`` words (prepared or in memory)."""
+    return min(_KNN_K, size)
 
 
 class TableStore:
@@ -115,7 +146,7 @@ class PreparedKnn:
         self.prefaulted = prefault
         if prefault:
             for arr in (self.ids, self.dist):
-                _touch_pages(arr)
+                touch_pages(arr)
 
     def get_many(self, words: npt.NDArray[np.int64]) -> list[Table | None]:
         return [(self.ids[w], self.dist[w]) for w in words.tolist()]
@@ -123,12 +154,6 @@ class PreparedKnn:
     def rows(self, words: npt.NDArray[np.int64]) -> Table:
         """The tables of ``words`` stacked: ``(len(words), width)`` ids and distances (copies)."""
         return np.take(self.ids, words, axis=0), np.take(self.dist, words, axis=0)
-
-
-def _touch_pages(a: np.ndarray, page: int = 4096) -> None:
-    """Read one byte of every page of ``a`` (C-contiguous), faulting the whole mapping in now."""
-    raw = a.reshape(-1).view(np.uint8)
-    int(raw[::page].sum(dtype=np.uint64))
 
 
 # -- one k-NN table from a screening row (the lazy path and the fallback of the build) ------------
@@ -389,15 +414,6 @@ def _knn_heaps(
     heaps.heapify()
     top = vals[:, 0]  # the largest kept key of each heap
     starts = list(range(0, v, tile))
-    seed = np.full(v, np.inf, dtype=np.float32)
-    sample = partner(lhs[:: max(1, v // _SAMPLE)]).T
-
-    def seeds(members: slice | np.ndarray, cols: np.ndarray | None) -> None:
-        faiss.omp_set_num_threads(1)  # (per thread in OpenMP: this worker's)
-        g = lhs[members] @ (sample if cols is None else partner(lhs[cols]).T)
-        kth = np.partition(g, k1 - 1, axis=1)[:, k1 - 1].astype(np.float64) + slack
-        up = np.nextafter(kth.astype(np.float32), np.float32(np.inf))  # rounded up
-        seed[members] = np.minimum(seed[members], up)  # (the members of two calls are disjoint)
 
     local = threading.local()
     privates: dict[int, list[tuple[Any, np.ndarray, np.ndarray]]] = {}
@@ -447,16 +463,11 @@ def _knn_heaps(
         _offer(heaps, j + j0, g[at, j[:, None]], at + i0, h)
 
     omp = faiss.omp_get_max_threads()
-    with _single_threaded_blas(), ThreadPoolExecutor(_WORKERS) as pool:
+    pending: list[Any] = []
+    with single_threaded_blas(), ThreadPoolExecutor(_WORKERS) as pool:
         faiss.omp_set_num_threads(1)
         try:
-            jobs = []
-            if groups:  # tight seeds from each group's near columns
-                jobs = [pool.submit(seeds, m, c) for m, c in groups if c.size >= k1]
-            elif sample.shape[1] >= k1:  # loose ones from a strided sample of the columns
-                jobs = [pool.submit(seeds, slice(i0, min(v, i0 + tile)), None) for i0 in starts]
-            for f in jobs:
-                f.result()
+            seed = _seeds(pool, lhs, partner, k1, slack, groups, tile)
             # One row of tiles at a time: its tiles share the row words (each worker keeps
             # its own heaps for them) and have distinct column words (the shared heaps).
             pending = [pool.submit(one_tile, starts[0], j0) for j0 in starts]
@@ -482,24 +493,60 @@ def _knn_heaps(
             faiss.omp_set_num_threads(omp)
 
 
+def _seeds(
+    pool: ThreadPoolExecutor,
+    lhs: np.ndarray,
+    partner: Callable[[np.ndarray], np.ndarray],
+    k1: int,
+    slack: float,
+    groups: list[tuple[np.ndarray, np.ndarray]] | None,
+    tile: int,
+) -> npt.NDArray[np.float32]:
+    """The first phase of :func:`_knn_heaps`: every word's seed (``inf``: none), on ``pool``'s workers.
+
+    A seed is the k1-th smallest key over some columns (the ``groups``' near columns; else a
+    strided sample of all columns) plus ``slack``, rounded up to float32: at least the
+    word's k1-th smallest key over all columns, whatever the order of summation.
+    """
+    import faiss
+
+    v = lhs.shape[0]
+    seed = np.full(v, np.inf, dtype=np.float32)
+    sample = partner(lhs[:: max(1, v // _SAMPLE)]).T
+
+    def seeds(members: slice | np.ndarray, cols: np.ndarray | None) -> None:
+        faiss.omp_set_num_threads(1)  # (per thread in OpenMP: this worker's)
+        g = lhs[members] @ (sample if cols is None else partner(lhs[cols]).T)
+        kth = np.partition(g, k1 - 1, axis=1)[:, k1 - 1].astype(np.float64) + slack
+        up = np.nextafter(kth.astype(np.float32), np.float32(np.inf))  # rounded up
+        seed[members] = np.minimum(seed[members], up)  # (the members of two calls are disjoint)
+
+    jobs = []
+    if groups:  # tight seeds from each group's near columns
+        jobs = [pool.submit(seeds, m, c) for m, c in groups if c.size >= k1]
+    elif sample.shape[1] >= k1:  # loose ones from a strided sample of the columns
+        jobs = [pool.submit(seeds, slice(i0, min(v, i0 + tile)), None) for i0 in range(0, v, tile)]
+    for f in jobs:
+        f.result()
+    return seed
+
+
 def _near_groups(x: np.ndarray, k1: int, angular: bool) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]:
     """The words in k-means cluster order, and the groups behind the seeds, in that order.
 
     Returns ``(groups, perm)``: ``perm`` lists the words cluster by cluster (about 384
-    words a cluster; :func:`._tem_far._clusters`, a function of the public vectors);
+    words a cluster; :func:`._shared.cluster_labels`, a function of the public vectors);
     ``groups`` holds, per cluster, its positions in ``perm`` and the positions of the
     members of the clusters with the nearest centroids, at least ``8 k1`` words: the
     columns of its seeds. Any column set gives a valid seed (the k1-th smallest key over a
     subset is at least the k1-th smallest over all); these give tight ones. A small
     vocabulary keeps its order and has no groups.
     """
-    from ._tem_far import _clusters
-
     v = x.shape[0]
     want = 8 * k1
     if v < 4 * want:
         return [], np.arange(v, dtype=np.int64)
-    labels = _clusters(x, max(2, v // 384), angular)
+    labels = cluster_labels(x, max(2, v // 384), angular)
     perm = np.argsort(labels, kind="stable")
     counts = np.bincount(labels)
     keep = np.flatnonzero(counts)
@@ -538,15 +585,6 @@ def _offer(heaps: Any, owners: np.ndarray, vals: np.ndarray, ids: np.ndarray, id
     heaps.addn_query_subset_with_ids(
         owners.size, faiss.swig_ptr(owners), n, faiss.swig_ptr(vals), faiss.swig_ptr(ids), id_stride
     )
-
-
-def _single_threaded_blas() -> AbstractContextManager[Any]:
-    """One BLAS thread per worker while the build's two workers run (when threadpoolctl is there)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - optional: only slower without it
-        return nullcontext()
-    return threadpool_limits(1, user_api="blas")
 
 
 register_kind(KNN_KIND, build_knn_artefact)  # the store's kind, declared where its builder is

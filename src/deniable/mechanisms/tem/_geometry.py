@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._errors import InvalidParameterError
-from ..embedding import Embedding
-from ..metrics import angular_from_cos, euclidean_from_squares, paired_distances, unit_rows
+from ..._errors import InvalidParameterError
+from ...embedding import Embedding
+from ...metrics import angular_from_cos, euclidean_from_squares, paired_distances, unit_rows
 
 __all__ = ["BLOCK_METRICS", "TEM_METRICS", "Geometry", "TemDistributions", "tem_distributions", "truncation"]
 

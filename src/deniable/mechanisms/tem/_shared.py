@@ -1,0 +1,51 @@
+"""What several TEM modules share: the table type, faulting a memory map in, one BLAS thread
+per build worker, and the k-means clusters of the public vectors.
+
+May import: numpy (faiss and threadpoolctl inside the functions that use them); no other
+module of deniable, so every TEM module can import it.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["Table", "cluster_labels", "single_threaded_blas", "touch_pages"]
+
+#: A table of one word: ``(ids, distances)`` (ball tables and k-NN tables, :mod:`._tables`).
+Table = tuple[npt.NDArray[np.int32], npt.NDArray[np.float64]]
+
+
+def touch_pages(a: np.ndarray, page: int = 4096) -> None:
+    """Read one byte of every page of ``a`` (C-contiguous), faulting the whole mapping in now."""
+    raw = a.reshape(-1).view(np.uint8)
+    int(raw[::page].sum(dtype=np.uint64))
+
+
+def single_threaded_blas() -> AbstractContextManager[Any]:
+    """One BLAS thread per worker while the build's two workers run (when threadpoolctl is there)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - optional: only slower without it
+        return nullcontext()
+    return threadpool_limits(1, user_api="blas")
+
+
+def cluster_labels(x: np.ndarray, c: int, angular: bool) -> npt.NDArray[np.int64]:
+    """k-means labels of the rows of ``x`` (faiss, a fixed seed: a function of the public vectors)."""
+    import faiss
+
+    v, dim = x.shape
+    data = np.ascontiguousarray(x, dtype=np.float32)
+    if c <= 1:
+        return np.zeros(v, dtype=np.int64)
+    sample = data
+    if v > 64 * c:
+        sample = data[np.random.default_rng(0).choice(v, 64 * c, replace=False)]
+    km = faiss.Kmeans(dim, c, niter=20, seed=1234, spherical=angular, verbose=False)
+    km.train(sample)
+    _, lab = km.index.search(data, 1)
+    return np.asarray(lab[:, 0], dtype=np.int64)
