@@ -186,7 +186,7 @@ def _sample_block(
         below = np.where(col > 0, cum[np.arange(ids.shape[0]), col - 1], 0.0)  # mass before it
     done = np.zeros(tw.size, dtype=bool)
     far = env.prepared.far if k < v else None
-    # the far layouts of the block's words that use the far bounds (at most _KNN_WORDS
+    # the far layouts of the block's words that use the far bounds (at most KNN_WORDS
     # words: :func:`sample_knn` blocks them), once; far_row: a word's row in its
     # layout table (far_src: which), or -1
     far_row = np.full(words.size, -1, dtype=np.int64)
