@@ -6,6 +6,7 @@ import csv
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -160,3 +161,27 @@ def slow_work(monkeypatch: pytest.MonkeyPatch) -> Callable[[float], list[int]]:
         return calls
 
     return set_delay
+
+
+# -- the service's middleware (deniable.service._guard) alone --
+def work_guard(**limits: object) -> Any:
+    """A ``Guard`` whose work path is ``/w``, in front of an application that must not be reached."""
+    from deniable.service._guard import Guard
+
+    async def unreachable(scope: object, receive: object, send: object) -> None:  # pragma: no cover
+        raise AssertionError("the guard let the request through")
+
+    return Guard(unreachable, work_paths=frozenset({"/w"}), **limits)  # type: ignore[arg-type]
+
+
+def guard_answers(guard: Any, receive: Callable[[], Any]) -> list[dict[str, Any]]:
+    """The messages ``guard`` sends back for one HTTP request to ``/w`` whose messages ``receive`` gives."""
+    import asyncio
+
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    asyncio.run(guard({"type": "http", "path": "/w", "headers": []}, receive, send))
+    return sent

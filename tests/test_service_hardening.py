@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -14,7 +13,6 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from deniable import InvalidParameterError  # noqa: E402
 from deniable.service import create_app, load_config  # noqa: E402
-from deniable.service._guard import Guard  # noqa: E402
 
 OFFER = {
     "madlib": {"epsilons": [1, 10], "client": {"index": ["exact", "flat"]}},
@@ -143,20 +141,15 @@ def test_timeout_stops_the_work(slow_work: Callable[[float], list[int]]) -> None
 
 
 def test_concurrency_limit_answers_503_with_retry_after() -> None:
-    async def app(scope: Any, receive: Any, send: Any) -> None:  # pragma: no cover - never reached
-        raise AssertionError
+    from conftest import guard_answers, work_guard
 
-    guard = Guard(app, max_body_bytes=100, max_concurrency=2, retry_after_s=3, work_paths=frozenset({"/w"}))
+    guard = work_guard(max_body_bytes=100, max_concurrency=2, retry_after_s=3)
     guard.active = 2
-    sent: list[dict[str, Any]] = []
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
 
     async def receive() -> dict[str, Any]:  # the body is read before a slot is looked for
         return {"type": "http.request", "body": b"{}", "more_body": False}
 
-    asyncio.run(guard({"type": "http", "path": "/w", "headers": []}, receive, send))
+    sent = guard_answers(guard, receive)
     assert sent[0]["status"] == 503 and (b"retry-after", b"3") in sent[0]["headers"]
     assert guard.active == 2
 

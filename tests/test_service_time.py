@@ -21,7 +21,6 @@ httpx = pytest.importorskip("httpx")
 from fastapi.testclient import TestClient  # noqa: E402
 
 from deniable.service import create_app, load_config  # noqa: E402
-from deniable.service._guard import Guard  # noqa: E402
 from deniable.service._timing import Timing, class_top, size_class  # noqa: E402
 
 OFFER = {"madlib": {"epsilons": [1, 10], "client": {"index": ["exact"]}}, "tem": {"epsilons": [10]}}
@@ -38,17 +37,10 @@ def make(**config: Any) -> TestClient:
 
 
 def test_guard_reads_the_body_before_a_slot_and_times_it_out() -> None:
+    from conftest import guard_answers, work_guard
+
     seen: list[int] = []
-
-    async def app(scope: Any, receive: Any, send: Any) -> None:  # pragma: no cover - never reached
-        raise AssertionError
-
-    guard = Guard(app, max_body_bytes=100, max_concurrency=1, retry_after_s=1, work_paths=frozenset({"/w"}))
-    guard.body_timeout_s = 0.2
-    sent: list[dict[str, Any]] = []
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
+    guard = work_guard(max_body_bytes=100, max_concurrency=1, retry_after_s=1, body_timeout_s=0.2)
 
     async def receive() -> dict[str, Any]:  # a sender that sends one byte, then nothing
         seen.append(guard.active)
@@ -58,7 +50,7 @@ def test_guard_reads_the_body_before_a_slot_and_times_it_out() -> None:
         raise AssertionError("not timed out")
 
     t0 = time.monotonic()
-    asyncio.run(guard({"type": "http", "path": "/w", "headers": []}, receive, send))
+    sent = guard_answers(guard, receive)
     assert time.monotonic() - t0 < 2
     assert sent[0]["status"] == 408 and (b"connection", b"close") in sent[0]["headers"]
     assert b"0.2 s" in sent[1]["body"]
