@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import make_toy_embedding
+from conftest import make_tiny_embedding, make_toy_embedding
 from deniable import Embedding, Privatizer
 from deniable._errors import InvalidParameterError
 from deniable.artefacts import list_artefacts
@@ -187,7 +187,10 @@ def test_strength_warns_when_most_tokens_survive(emb: Embedding) -> None:
     assert weak.expected_unchanged > 0.9 and weak.warning() and "WEAK" in weak.warning()  # type: ignore[operator]
     strong = strength(make_mechanism("madlib", emb, 0.5))
     assert strong.expected_unchanged < 0.2 and strong.warning() is None
-    assert "estimated now from" in strong.source  # no table prepared for this embedding's madlib at 0.5? either way
+    # no curve prepared for this embedding's madlib (an earlier test may have): one point, stored
+    assert "calibration table" in strong.source or "1,024 public reference tokens, stored" in strong.source
+    again = strength(make_mechanism("madlib", emb, 0.5))  # a new mechanism (a new process) reads the stored point
+    assert again.expected_unchanged == strong.expected_unchanged and again.upper == strong.upper
     d = strong.describe()
     assert d["epsilon"] == 0.5 and "statement" in d and "warning" not in d
 
@@ -342,3 +345,20 @@ def test_engines_resolve_on_the_driver_to_the_same_epsilon(emb_dir: Path) -> Non
     with pytest.raises(InvalidParameterError) as info:
         BatchPrivatizer(epsilon=3.0, target=target, embedding=str(emb_dir))
     assert info.value.name == "target"
+
+
+def test_the_strength_estimate_is_measured_once_and_stored(monkeypatch: pytest.MonkeyPatch) -> None:
+    import deniable.calibrate.table as table
+    from deniable.artefacts import list_artefacts
+
+    emb = make_tiny_embedding(300, 4, seed=91)  # an embedding no other test calibrates
+    calls = []
+    real = table.evaluate_point
+    monkeypatch.setattr(table, "evaluate_point", lambda *a, **k: calls.append(1) or real(*a, **k))
+    first = strength(make_mechanism("madlib", emb, 2.0))
+    second = strength(make_mechanism("madlib", emb, 2.0))  # as the next CLI run: a new mechanism
+    assert len(calls) == 1 and second == first and "stored" in first.source
+    stored = [a for a in list_artefacts(emb) if a.kind == "calibration"]
+    assert len(stored) == 1 and stored[0].params["epsilons"] == [2.0] and stored[0].params["tokens"] == 1024
+    strength(make_mechanism("madlib", emb, 3.0))  # another epsilon: another point
+    assert len(calls) == 2

@@ -410,6 +410,8 @@ def table_key_options(
             value = getattr(mech, opt.name, opt.default)
         if value is None or (value == opt.default and isinstance(value, str | int | float | bool)):
             continue
+        if isinstance(value, Mapping) and not value:
+            continue  # an empty options mapping (e.g. index_options={}) sets nothing
         if isinstance(value, np.generic):
             value = value.item()
         if not isinstance(value, str | int | float | bool):
@@ -513,7 +515,7 @@ def build_calibration_artefact(
     """The artefact builder of kind ``calibration``: ``table.json``."""
     table = build_table(
         embedding, str(params["mechanism"]), dict(params["options"]), tokens=int(params["tokens"]),
-        show_progress=show_progress,
+        epsilons=params.get("epsilons"), show_progress=show_progress,
     )  # fmt: skip
     (folder / TABLE_FILE).write_text(table.to_json(), encoding="utf-8")
 
@@ -567,7 +569,7 @@ class Strength:
     epsilon: float
     expected_unchanged: float  # share of a typical text's tokens released unchanged
     upper: float  # its upper bound (confidence bound, or the next table point)
-    source: str  # "calibration table (...)" or "estimated now from N public tokens"
+    source: str  # "calibration table (...)" or "estimated from N public reference tokens, stored"
     target: str | None = None  # the target epsilon="auto" met
     similarity: float | None = None
 
@@ -654,13 +656,42 @@ def _strength(mech: Mechanism, options: Mapping[str, Any] | None) -> Strength:
         src = f"calibration table, {table.tokens:,} public reference tokens, {how}"
         sim = next((p.similarity for p in table.points if p.epsilon == eps), None)
         return Strength(name, eps, est, hi, src, None, sim)
-    log.info("deniable: estimating %s's strength at epsilon %g from public reference tokens", name, eps)
-    p = evaluate_point(mech, reference_ids(mech.embedding.size, POINT_TOKENS))
+    p, stored = _point(mech, options)
     return Strength(
         name, eps, p.unchanged, p.unchanged_high,
-        f"estimated now from {POINT_TOKENS:,} public reference tokens; `deniable prepare --calibration -m {name}` "
-        "stores the whole curve", None, p.similarity,
+        f"estimated from {POINT_TOKENS:,} public reference tokens{', stored' if stored else ''}; "
+        f"`deniable prepare --calibration -m {name}` stores the whole curve", None, p.similarity,
     )  # fmt: skip
+
+
+def _point(mech: Mechanism, options: Mapping[str, Any] | None) -> tuple[CalibrationPoint, bool]:
+    """``mech`` on :data:`POINT_TOKENS` public reference tokens, and whether it is stored.
+
+    The point is a function of public data only (the embedding, the mechanism's settings, the
+    fixed reference tokens and seed), so it is measured once and kept as a one-point
+    calibration artefact: a later process (the next CLI run) reads it instead of paying a
+    vocabulary-wide decode of 1,024 tokens. A mechanism holding an object option (a shared
+    index) has no key: it is estimated each time and not stored.
+    """
+    from ..artefacts import obtain_artefact
+
+    ids = reference_ids(mech.embedding.size, POINT_TOKENS)
+    try:
+        key = table_key_options(mech.name, options, None if options else mech)
+    except _Unkeyable:
+        return evaluate_point(mech, ids), False
+    log.info("deniable: estimating %s's strength at epsilon %g from public reference tokens", mech.name, mech.epsilon)
+    params = {**calibration_params(mech.name, key, POINT_TOKENS), "epsilons": [float(mech.epsilon)]}
+
+    def write(folder: Path, show_progress: bool | None) -> None:
+        table = CalibrationTable(
+            mechanism=mech.name, options=key, fingerprint=mech.embedding.fingerprint, tokens=POINT_TOKENS,
+            seed=PUBLIC_SEED, points=(evaluate_point(mech, ids),), random_similarity=None,
+        )  # fmt: skip
+        (folder / TABLE_FILE).write_text(table.to_json(), encoding="utf-8")
+
+    info = obtain_artefact(mech.embedding, CALIBRATION_KIND, params, builder=write)
+    return CalibrationTable.from_json(info.file(TABLE_FILE).read_text(encoding="utf-8")).points[0], True
 
 
 register_kind(CALIBRATION_KIND, build_calibration_artefact)  # the store's kind, declared where its builder is
