@@ -37,6 +37,8 @@ from fastapi.responses import JSONResponse, Response
 from ._errors import error, not_ready
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from fastapi import FastAPI
 
     from ._state import State
@@ -150,38 +152,7 @@ def install_device_routes(app: FastAPI, state: State) -> None:
             body = await request.json()
         except ValueError:
             raise error(422, "body", "not valid JSON", "json_invalid") from None
-        if not isinstance(body, dict) or set(body) - {"artefact", "codes", "vectors"}:
-            raise error(422, "body", "an object with artefact and codes or vectors", "invalid")
-        name = body.get("artefact")
-        found = ready().get(name) if isinstance(name, str) else None
-        if found is None:
-            raise error(422, "artefact", "not an offered artefact (see /v1/device)", "not_offered")
-        mech = found[0]
-        field = "codes" if mech.name == "brr" else "vectors"
-        raw = body.get(field)
-        if not isinstance(raw, str) or (set(body) & {"codes", "vectors"}) != {field}:
-            raise error(422, field, f"base64 {field} for this artefact", "invalid")
-        try:
-            data = base64.b64decode(raw, validate=True)
-        except (binascii.Error, ValueError):
-            raise error(422, field, "not base64", "invalid") from None
-        if mech.name == "brr":
-            row = int(mech.bits) // 8
-            rows = np.frombuffer(data, dtype=np.uint8)
-        else:
-            row = int(mech.embedding.dim) * 4
-            rows = np.frombuffer(data, dtype="<f4")
-        if not data or len(data) % row:
-            raise error(422, field, f"a whole number (>= 1) of rows of {row} bytes", "invalid")
-        n = len(data) // row
-        if n > state.config.max_tokens:
-            raise error(413, field, f"more than {state.config.max_tokens:,} rows in one request", "too_many_tokens")
-        if mech.name == "brr":
-            noisy = rows.reshape(n, row)
-        else:
-            noisy = rows.reshape(n, -1).astype(np.float32)
-            if not np.isfinite(noisy).all():
-                raise error(422, field, "finite numbers", "invalid")
+        mech, noisy = _noisy_rows(body, ready, state.config.max_tokens)
 
         def work() -> np.ndarray:
             if mech.name == "brr":
@@ -190,3 +161,46 @@ def install_device_routes(app: FastAPI, state: State) -> None:
 
         ids = await anyio.to_thread.run_sync(work)
         return JSONResponse({"ids": [int(i) for i in ids], "words": mech.embedding.words(ids)})
+
+
+def _noisy_rows(
+    body: Any, ready: Callable[[], dict[str, tuple[Any, dict[str, bytes]]]], max_tokens: int
+) -> tuple[Any, np.ndarray]:
+    """The offered mechanism a decode body names and its noisy rows (codes or float32 vectors); 4xx otherwise.
+
+    ``ready()`` gives the offered artefacts (503 before the service is ready); at most
+    ``max_tokens`` rows (413 beyond).
+    """
+    if not isinstance(body, dict) or set(body) - {"artefact", "codes", "vectors"}:
+        raise error(422, "body", "an object with artefact and codes or vectors", "invalid")
+    name = body.get("artefact")
+    found = ready().get(name) if isinstance(name, str) else None
+    if found is None:
+        raise error(422, "artefact", "not an offered artefact (see /v1/device)", "not_offered")
+    mech = found[0]
+    field = "codes" if mech.name == "brr" else "vectors"
+    raw = body.get(field)
+    if not isinstance(raw, str) or (set(body) & {"codes", "vectors"}) != {field}:
+        raise error(422, field, f"base64 {field} for this artefact", "invalid")
+    try:
+        data = base64.b64decode(raw, validate=True)
+    except (binascii.Error, ValueError):
+        raise error(422, field, "not base64", "invalid") from None
+    if mech.name == "brr":
+        row = int(mech.bits) // 8
+        rows = np.frombuffer(data, dtype=np.uint8)
+    else:
+        row = int(mech.embedding.dim) * 4
+        rows = np.frombuffer(data, dtype="<f4")
+    if not data or len(data) % row:
+        raise error(422, field, f"a whole number (>= 1) of rows of {row} bytes", "invalid")
+    n = len(data) // row
+    if n > max_tokens:
+        raise error(413, field, f"more than {max_tokens:,} rows in one request", "too_many_tokens")
+    if mech.name == "brr":
+        noisy = rows.reshape(n, row)
+    else:
+        noisy = rows.reshape(n, -1).astype(np.float32)
+        if not np.isfinite(noisy).all():
+            raise error(422, field, "finite numbers", "invalid")
+    return mech, noisy
