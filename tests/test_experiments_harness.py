@@ -25,6 +25,7 @@ from deniable.experiments import (
     train_attack,
 )
 from deniable.experiments.harness import truncate_words
+from deniable.experiments.metrics import proportion_interval
 from fake_mechanisms import RandomWords
 
 SPORT = ["hockey", "soccer", "puck", "goal", "game", "match"]
@@ -144,6 +145,9 @@ def test_metrics() -> None:
     mean, lo, hi = t_interval([1.0, 2.0, 3.0])
     assert mean == 2.0 and lo < 2.0 < hi
     assert np.isnan(t_interval([1.0])[1])
+    lo, hi = proportion_interval(3, 10)  # Clopper-Pearson 95%: (0.0667, 0.6525)
+    assert lo == pytest.approx(0.06674, abs=1e-4) and hi == pytest.approx(0.65245, abs=1e-4)
+    assert proportion_interval(0, 5)[0] == 0.0 and all(np.isnan(proportion_interval(0, 0)))
     # group 0: relevant at rank 2 -> AP 1/2, RR 1/2; group 1: relevant at ranks 1 and 3 -> AP (1 + 2/3)/2, RR 1
     m, r = ranking_scores([0.9, 0.5, 0.1, 0.9, 0.5, 0.4], [0, 1, 0, 1, 0, 1], [0, 0, 0, 1, 1, 1])
     assert m == pytest.approx((0.5 + (1 + 2 / 3) / 2) / 2) and r == pytest.approx(0.75)

@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 
 from .._validation import check_probability
-from ..calibrate import clopper_pearson
 from ..embedding import Embedding
 from .data import Split, TaskData, UserCorpus, split_stratified
 from .harness import KEYS, EvaluationConfig, MechanismFactory, run_evaluation
+from .metrics import proportion_interval
 from .results import ExperimentRandomness, Results, format_interval, write_files
 
 __all__ = ["authorship_attack", "split_users", "write_attack_results"]
@@ -51,8 +51,7 @@ def _with_interval(rows: list[dict[str, Any]], metric: str) -> list[dict[str, An
         if r["metric"] != "accuracy":
             continue
         n = int(r["n_test"])
-        k = round(float(r["value"]) * n)
-        lo, hi = (float(b) for b in clopper_pearson(k, n, 0.95))
+        lo, hi = proportion_interval(round(float(r["value"]) * n), n)
         out.append({**r, "metric": metric, "ci_low": lo, "ci_high": hi})
     return out
 
@@ -93,27 +92,19 @@ def authorship_attack(
         max_words=max_words,
         oov=oov,
     )
-    runs = run_evaluation(
-        TaskData(f"{corpus.name}-authors", "classification", train.authors, test.authors),
-        embedding,
-        cfg,
-        show_progress=show_progress,
-        log=log,
-    )
+
+    def attack(target: str, train_labels: Split, test_labels: Split) -> Results:
+        task = TaskData(f"{corpus.name}-{target}", "classification", train_labels, test_labels)
+        return run_evaluation(task, embedding, cfg, show_progress=show_progress, log=log)
+
+    runs = attack("authors", train.authors, test.authors)
     rows = _with_interval(runs.rows, "author_accuracy")
     counts = np.bincount(test.authors.labels, minlength=corpus.users)
     chance = float(counts.max() / counts.sum())
     for r in [r for r in rows if r["mechanism"] == "none"]:
         rows.append({**r, "metric": "chance", "value": chance, "ci_low": math.nan, "ci_high": math.nan})
     if utility and train.topics is not None and test.topics is not None:
-        topic_runs = run_evaluation(
-            TaskData(f"{corpus.name}-topics", "classification", train.topics, test.topics),
-            embedding,
-            cfg,
-            show_progress=show_progress,
-            log=log,
-        )
-        rows += _with_interval(topic_runs.rows, "topic_accuracy")
+        rows += _with_interval(attack("topics", train.topics, test.topics).rows, "topic_accuracy")
     settings = {
         **runs.settings,
         "attack": "authorship",

@@ -48,16 +48,21 @@ def attack_features(model: TextClassifier, data: Split, *, label_feature: bool =
     return p
 
 
+def _in_then_out(model: TextClassifier, inside: Split, outside: Split, label_feature: bool) -> np.ndarray:
+    """The attack's inputs: ``model``'s features of the member rows, then of the non-member rows."""
+    return np.vstack(
+        [
+            attack_features(model, inside, label_feature=label_feature),
+            attack_features(model, outside, label_feature=label_feature),
+        ]
+    )
+
+
 def train_attack(
     shadow: TextClassifier, te2: Split, te1: Split, *, seed: int, label_feature: bool = False, epochs: int = 20
 ) -> object:
     """Fit the attack MLP on the shadow model's outputs: TE2 = in (its training set), TE1 = out."""
-    X = np.vstack(
-        [
-            attack_features(shadow, te2, label_feature=label_feature),
-            attack_features(shadow, te1, label_feature=label_feature),
-        ]
-    )
+    X = _in_then_out(shadow, te2, te1, label_feature)
     y = np.r_[np.ones(len(te2), dtype=np.int64), np.zeros(len(te1), dtype=np.int64)]
     return attack_model(seed, epochs=epochs, batch_size=min(64, len(y))).fit(X, y)
 
@@ -71,12 +76,7 @@ def membership_inference(
     label_feature: bool = False,
 ) -> MembershipResult:
     """Score the trained ``attack`` on ``target``'s outputs for TR1 (in) and TR2 (out)."""
-    X = np.vstack(
-        [
-            attack_features(target, tr1, label_feature=label_feature),
-            attack_features(target, tr2, label_feature=label_feature),
-        ]
-    )
+    X = _in_then_out(target, tr1, tr2, label_feature)
     members = np.r_[np.ones(len(tr1), dtype=bool), np.zeros(len(tr2), dtype=bool)]
     scores = attack.predict_proba(X)[:, 1]  # type: ignore[attr-defined]
     a = auc(scores, members)

@@ -1,4 +1,5 @@
-"""Scores and confidence intervals: accuracy, AUC (with the Hanley-McNeil interval), MAP / MRR, t-intervals."""
+"""Scores and confidence intervals: accuracy, AUC (Hanley-McNeil interval), a proportion's Clopper-Pearson
+interval, MAP / MRR, t-intervals."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy.typing as npt
 
 from .._errors import InvalidParameterError
 
-__all__ = ["accuracy", "auc", "auc_interval", "ranking_scores", "t_interval"]
+__all__ = ["accuracy", "auc", "auc_interval", "proportion_interval", "ranking_scores", "t_interval"]
 
 
 def accuracy(probabilities: npt.ArrayLike, labels: npt.ArrayLike) -> float:
@@ -46,6 +47,17 @@ def auc_interval(value: float, n_in: int, n_out: int, level: float = 0.95) -> tu
     var = (a * (1 - a) + (n_in - 1) * (q1 - a * a) + (n_out - 1) * (q2 - a * a)) / (n_in * n_out)
     half = float(norm.ppf(0.5 + level / 2)) * math.sqrt(max(var, 0.0))
     return max(0.0, a - half), min(1.0, a + half)
+
+
+def proportion_interval(successes: int, trials: int, level: float = 0.95) -> tuple[float, float]:
+    """Clopper-Pearson interval of ``successes / trials`` (:func:`deniable.calibrate.clopper_pearson`, the one
+    implementation) as floats; NaN bounds without trials."""
+    from ..calibrate import clopper_pearson
+
+    if trials == 0:
+        return math.nan, math.nan
+    lo, hi = clopper_pearson(int(successes), int(trials), level)
+    return float(lo), float(hi)
 
 
 def t_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:

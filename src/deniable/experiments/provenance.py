@@ -45,14 +45,13 @@ import scipy.sparse as sp
 
 from .._errors import InvalidParameterError
 from .._validation import check_int, check_probability
-from ..calibrate import clopper_pearson
 from ..embedding import Embedding
 from ..privatizer import Privatizer
 from ..text import words
 from .baselines import BASELINES, Baseline, make_baseline
 from .data import UserCorpus
 from .harness import KEYS, MechanismFactory
-from .metrics import auc, auc_interval
+from .metrics import auc, auc_interval, proportion_interval
 from .models import attack_model
 from .results import ExperimentProgress, ExperimentRandomness, Results
 
@@ -230,11 +229,9 @@ def _metric_rows(res: dict[str, float]) -> list[dict[str, Any]]:
         ("recall", res["tp"], res["members"]),
         ("accuracy", res["correct"], res["users"]),
     ):
-        if n == 0:  # nobody predicted a member: precision 0 by convention (seed 003 Table 4), no interval
-            rows.append({"metric": metric, "value": 0.0, "ci_low": math.nan, "ci_high": math.nan})
-            continue
-        lo, hi = (float(b) for b in clopper_pearson(int(k), int(n), 0.95))
-        rows.append({"metric": metric, "value": k / n, "ci_low": lo, "ci_high": hi})
+        # n = 0 (nobody predicted a member): precision 0 by convention (seed 003 Table 4), no interval
+        lo, hi = proportion_interval(int(k), int(n))
+        rows.append({"metric": metric, "value": k / n if n else 0.0, "ci_low": lo, "ci_high": hi})
     return rows
 
 

@@ -28,6 +28,7 @@ __all__ = [
     "npmi_coherence",
     "require_sklearn",
     "top_words",
+    "word_metrics",
 ]
 
 
@@ -129,6 +130,18 @@ def npmi_coherence(phi: npt.NDArray[np.float64], clean_counts: sp.spmatrix, n: i
             )
         scores.append(float(val.mean()))
     return float(np.mean(scores))
+
+
+def word_metrics(
+    ref: npt.NDArray[np.float64], phi: npt.NDArray[np.float64], x: sp.spmatrix, n: int
+) -> dict[str, float]:
+    """The word-level scores of topics ``phi`` (over words): Jaccard against the reference ``ref``,
+    exclusivity and NPMI coherence on the clean counts ``x``, each over the top ``n`` words."""
+    return {
+        "jaccard": jaccard_top_words(ref, phi, n),
+        "exclusivity": exclusivity(phi, n),
+        "npmi": npmi_coherence(phi, x, n),
+    }
 
 
 def lsa_accuracy(

@@ -29,13 +29,12 @@ from ..results import ExperimentProgress, Results
 from ._config import KEYS, METRICS, EvalConfig, load_dataset, load_heldout
 from ._measures import (
     chance_jaccard,
-    exclusivity,
     fit_lda,
     jaccard_top_words,
     lsa_accuracy,
     majority_accuracy,
-    npmi_coherence,
     require_sklearn,
+    word_metrics,
 )
 
 __all__ = ["run_evaluation"]
@@ -183,11 +182,11 @@ class _Repeat:
         t0 = time.perf_counter()
         self.ref = self._lda(x, self.seed)
         acc = self._accuracy(x)
-        m_ref = {**_word_metrics(self.ref, self.ref, x, top_n), "jaccard_bins": 1.0, "snr": math.inf}
+        m_ref = {**word_metrics(self.ref, self.ref, x, top_n), "jaccard_bins": 1.0, "snr": math.inf}
         self._add("reference", "none", self.docs.vocab.size, t0, m_ref, acc=acc)
         t0 = time.perf_counter()
         ref2 = self._lda(x, self.seed + 1000)
-        m_ref2 = {**_word_metrics(self.ref, ref2, x, top_n), "snr": math.inf}
+        m_ref2 = {**word_metrics(self.ref, ref2, x, top_n), "snr": math.inf}
         self._add("reference-reseeded", "none", self.docs.vocab.size, t0, m_ref2)
 
     def clean(self, strategy: str, k: int) -> _Binned:
@@ -203,7 +202,7 @@ class _Repeat:
         # without compression the clean data are the reference's: reuse its fit
         clean_bins = self.ref if strategy == "none" else self._lda(c, self.seed)
         metrics = {
-            **_word_metrics(self.ref, bmap.expand(clean_bins, weights), docs.x, top_n),
+            **word_metrics(self.ref, bmap.expand(clean_bins, weights), docs.x, top_n),
             "jaccard_bins": jaccard_top_words(ref_bins, clean_bins, top_n),
             "chance_bins": chance,
             "snr": math.inf,
@@ -230,7 +229,7 @@ class _Repeat:
         m, noise = priv.privatize_counts(docs.x, noise_rng)
         phi_bins = self._lda(m, self.seed)
         metrics = {
-            **_word_metrics(self.ref, b.bmap.expand(phi_bins, b.weights), docs.x, top_n),
+            **word_metrics(self.ref, b.bmap.expand(phi_bins, b.weights), docs.x, top_n),
             "jaccard_bins": jaccard_top_words(b.ref_bins, phi_bins, top_n),
             "jaccard_noise": jaccard_top_words(b.clean_bins, phi_bins, top_n),
             "chance_bins": b.chance,
@@ -246,7 +245,7 @@ class _Repeat:
         m = syn.privatize(docs.x, np.random.default_rng([self.seed, round(eps * 1000), n_terms, 7]))
         phi = self._lda(m, self.seed)
         metrics = {
-            **_word_metrics(self.ref, phi, docs.x, top_n),
+            **word_metrics(self.ref, phi, docs.x, top_n),
             "jaccard_bins": jaccard_top_words(self.ref, phi, top_n),
             "chance_bins": chance_jaccard(docs.vocab.size, top_n),
             "snr": math.nan,
@@ -328,16 +327,6 @@ def _bin_map(
         assert heldout_freq is not None  # noqa: S101
         return frequency_bin_map(heldout_freq, k, source="held-out documents of the same data set")
     return make_bin_map(strategy, vocab, k, seed=seed)
-
-
-def _word_metrics(
-    ref: npt.NDArray[np.float64], phi: npt.NDArray[np.float64], x: sp.spmatrix, n: int
-) -> dict[str, float]:
-    return {
-        "jaccard": jaccard_top_words(ref, phi, n),
-        "exclusivity": exclusivity(phi, n),
-        "npmi": npmi_coherence(phi, x, n),
-    }
 
 
 def _row_line(r: dict[str, Any]) -> str:
