@@ -103,6 +103,12 @@ def knn_lookup(mech: TruncatedExponential, words: npt.NDArray[np.int64]) -> list
     return mech._knn.get_many(words)
 
 
+# Table sampling. The unnormalised mass of a word is laid out as
+#   [0, 1)                 the input word itself (weight exp(0) = 1)
+#   [1, 1 + inner)         the other words of L_w, in id order (weights exp(-a d))
+#   [1 + inner, total)     the bottom element: n_out * exp(-a gamma)
+# and u ~ Uniform[0, total) picks the output by inverse CDF. Most tokens land in the
+# first segment at large epsilon, so that test is done for all tokens at once.
 def _sample_cached(
     mech: TruncatedExponential,
     flat: np.ndarray,
@@ -141,12 +147,6 @@ def _sample_cached(
             out[rest[sl]] = sample_rest(mech, int(uniq[j]), table, u_rest[sl], rng)
 
 
-# Table sampling. The unnormalised mass of a word is laid out as
-#   [0, 1)                 the input word itself (weight exp(0) = 1)
-#   [1, 1 + inner)         the other words of L_w, in id order (weights exp(-a d))
-#   [1 + inner, total)     the bottom element: n_out * exp(-a gamma)
-# and u ~ Uniform[0, total) picks the output by inverse CDF. Most tokens land in the
-# first segment at large epsilon, so that test is done for all tokens at once.
 def table_rest(mech: TruncatedExponential, w: int, table: Table) -> tuple[np.ndarray, np.ndarray, float]:
     """Ids of ``L_w`` minus ``w``, their cumulative weights, and the bottom mass."""
     ids = np.asarray(table[0], dtype=np.int64)

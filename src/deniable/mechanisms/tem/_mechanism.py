@@ -22,7 +22,6 @@ import numpy.typing as npt
 
 from ..._errors import InvalidParameterError, ResourceLimitError
 from ..._validation import check_epsilon, check_int, check_positive, check_probability
-from ...artefacts import build_artefact, open_artefact
 from ...embedding import Embedding, Vocabulary
 from ...metrics import check_metric
 from ..base import Mechanism
@@ -320,6 +319,8 @@ class TruncatedExponential(Mechanism):
             return holder.knn
         with holder.lock:
             if not holder.loaded:
+                from ...artefacts import open_artefact  # (at call time: tests watch the store's functions)
+
                 info = open_artefact(self.embedding, KNN_KIND, knn_artefact_params(self.embedding, self.metric))
                 if info is not None:
                     holder.knn = PreparedKnn(info.path, self._k, prefault=self.history_free)
@@ -353,6 +354,8 @@ class TruncatedExponential(Mechanism):
         """
         v = self.embedding.size
         if words is None:
+            from ...artefacts import build_artefact  # (at call time: tests watch the store's functions)
+
             width = self._k + 1 + KNN_SKETCH
             size = v * width * 12
             if size > self.disk_bytes:

@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..._progress import progress
-from ...artefacts import ArtefactInfo, build_artefact, content_id, register_kind
+from ...artefacts import ArtefactInfo, register_kind
 from ...embedding import Embedding, Vocabulary
 from . import _envelope as envelope
 from ._envelope import KNN_WORDS, Envelope, Prepared
@@ -80,6 +80,8 @@ def totals_artefact_params(
 
 def _totals_sources(embedding: Vocabulary, params: dict[str, Any]) -> list[str]:
     """The content ids of the k-NN tables (and far bounds) the totals of ``params`` are computed from."""
+    from ...artefacts import content_id  # (at call time: tests watch the store's functions)
+
     ids = [content_id(embedding, KNN_KIND, dict(params["knn"])) or ""]
     if "far" in params:
         ids.append(content_id(embedding, FAR_KIND, dict(params["far"])) or "")
@@ -115,6 +117,8 @@ def build_totals_artefact(
     also the far layouts of the words below ``params["layouts"]`` that use them
     (:func:`write_layouts`).
     """
+    from ...artefacts import build_artefact  # (at call time: tests watch the store's functions)
+
     if not isinstance(embedding, Embedding):
         raise Embedding.type_error(embedding)
     knn_params = dict(params["knn"])
