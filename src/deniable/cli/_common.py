@@ -1,4 +1,5 @@
-"""Shared CLI pieces: the app, error handling, embedding and mechanism options."""
+"""Shared CLI pieces: the app, error handling, loading the embedding, the options generated from the
+registry's mechanism declarations (the other shared options are declared in ``_options``)."""
 
 from __future__ import annotations
 
@@ -44,23 +45,6 @@ err = Console(stderr=True, soft_wrap=True)
 EXIT_INTERNAL = 1
 EXIT_USAGE = 2
 EXIT_DATA = 3
-
-# Options shared by the commands that build an embedding and a mechanism.
-EmbeddingOpt = Annotated[
-    str | None, typer.Option("--embedding", help="Embedding file or folder (default: built-in GloVe 6B 50-d).")
-]
-VocabularyOpt = Annotated[
-    str,
-    typer.Option(
-        "--vocabulary",
-        help="words (default): only entries that read back as one word, so outputs re-tokenize to the same "
-        "token count (the guarantee is over that vocabulary); all: every entry of the embedding "
-        "(punctuation and number tokens too).",
-    ),
-]
-VocabSizeOpt = Annotated[
-    int | None, typer.Option("--vocab-size", help="Keep only the N most frequent words of the embedding.")
-]
 
 
 @app.callback()

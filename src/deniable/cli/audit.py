@@ -9,12 +9,10 @@ import typer
 
 from .._errors import InvalidParameterError
 from .._validation import check_epsilon
+from . import _options as opt
 from ._common import (
-    EmbeddingOpt,
     MechanismFlags,
-    VocabSizeOpt,
     build_mechanism,
-    check_mechanism_name,
     err,
     load_embedding_option,
     mechanism_command,
@@ -24,8 +22,8 @@ from .mechanisms import mechanism_flag_help
 
 @mechanism_command("audit")
 def audit_cmd(
-    epsilon: Annotated[float, typer.Option("--epsilon", "-e", help="The claimed privacy parameter (> 0).")],
-    mechanism: Annotated[str, typer.Option("--mechanism", "-m", help=mechanism_flag_help())] = "madlib",
+    epsilon: Annotated[float, opt.epsilon("The claimed privacy parameter (> 0).")],
+    mechanism: Annotated[str, opt.mechanism(mechanism_flag_help())] = "madlib",
     pairs: Annotated[
         int, typer.Option("--pairs", "-p", help="Word pairs to test (half nearest neighbours, half random).")
     ] = 20,
@@ -40,14 +38,10 @@ def audit_cmd(
     frequent: Annotated[
         int | None, typer.Option("--frequent", help="Draw pairs among the first N (most frequent) words.")
     ] = None,
-    out: Annotated[
-        str | None, typer.Option("--out", "-o", help="Folder for audit.csv, audit.md and settings.json.")
-    ] = None,
-    seed: Annotated[
-        int | None, typer.Option("--seed", help="Reproducible pairs and draws (an audit releases nothing).")
-    ] = None,
-    embedding: EmbeddingOpt = None,
-    vocab_size: VocabSizeOpt = None,
+    out: Annotated[str | None, opt.out_folder("Folder for audit.csv, audit.md and settings.json.")] = None,
+    seed: Annotated[int | None, opt.seed("Reproducible pairs and draws (an audit releases nothing).")] = None,
+    embedding: opt.EmbeddingOpt = None,
+    vocab_size: opt.VocabSizeOpt = None,
     *,
     mechanism_flags: MechanismFlags,
 ) -> None:
@@ -60,8 +54,7 @@ def audit_cmd(
     """
     from ..experiments.audit import METHODS, audit_mechanism
 
-    check_mechanism_name(mechanism)
-    mechanism_flags.for_mechanism(mechanism)
+    mechanism_flags.for_mechanism(mechanism)  # fail fast: an unknown name or a flag it does not take
     check_epsilon(epsilon, "--epsilon")
     for name, value, low in (("--pairs", pairs, 1), ("--draws", draws, 10), ("--outputs", outputs, 1)):
         if value < low:

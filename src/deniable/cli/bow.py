@@ -14,6 +14,7 @@ import typer
 
 from .._errors import DataError, InvalidParameterError
 from .._validation import check_epsilon, check_int
+from . import _options as opt
 from ._common import app, err, parse_floats, parse_ints, seeded, warn_seed
 
 __all__ = ["bow_app", "parse_size"]
@@ -43,12 +44,10 @@ def parse_size(name: str, text: str) -> int:
 @bow_app.command("privatize")
 def privatize_cmd(
     input: Annotated[
-        str, typer.Argument(help="Documents: txt (one per line), csv, tsv, jsonl or parquet (.gz ok), or - for stdin.")
+        str, opt.input_file("Documents: txt (one per line), csv, tsv, jsonl or parquet (.gz ok), or - for stdin.")
     ],
-    output: Annotated[
-        str, typer.Option("--output", "-o", help="Release folder to create (matrix.npz, bins.parquet, params.json).")
-    ],
-    epsilon: Annotated[float, typer.Option("--epsilon", "-e", help="Privacy parameter (> 0).")],
+    output: Annotated[str, opt.output("Release folder to create (matrix.npz, bins.parquet, params.json).")],
+    epsilon: Annotated[float, opt.epsilon("Privacy parameter (> 0).")],
     precision: Annotated[
         float,
         typer.Option(
@@ -81,31 +80,24 @@ def privatize_cmd(
             "--clamp/--no-clamp", help="Replace negative noisy counts by 0 (post-processing; biased but sparser)."
         ),
     ] = False,
-    column: Annotated[str | None, typer.Option("--column", "-c", help="Text column (csv/tsv/jsonl/parquet).")] = None,
+    column: Annotated[str | None, opt.column("Text column (csv/tsv/jsonl/parquet).")] = None,
     format: Annotated[
-        str | None,
-        typer.Option("--format", "-f", help="txt, csv, tsv, jsonl or parquet (default: from the file name)."),
+        str | None, opt.file_format("txt, csv, tsv, jsonl or parquet (default: from the file name).")
     ] = None,
     vocabulary: Annotated[
         str | None,
-        typer.Option(
-            "--vocabulary",
-            help="A PUBLIC word list: one word per line in frequency order, or a word, a tab and its count. "
-            "Default: the embedding's most frequent words.",
+        opt.vocabulary(
+            "A PUBLIC word list: one word per line in frequency order, or a word, a tab and its count. "
+            "Default: the embedding's most frequent words."
         ),
     ] = None,
-    vocab_size: Annotated[
-        int, typer.Option("--vocab-size", help="Words taken from the embedding for the default vocabulary.")
-    ] = 20000,
+    vocab_size: Annotated[int, opt.vocab_size("Words taken from the embedding for the default vocabulary.")] = 20000,
     stop_words: Annotated[
         str, typer.Option("--stop-words", help="english (drop 318 function words) or none.")
     ] = "english",
     embedding: Annotated[
         str | None,
-        typer.Option(
-            "--embedding",
-            help="Embedding for the default vocabulary and --strategy semantic. Default: built-in GloVe 6B 50-d.",
-        ),
+        opt.embedding("Embedding for the default vocabulary and --strategy semantic. Default: built-in GloVe 6B 50-d."),
     ] = None,
     public_corpus: Annotated[
         str | None,
@@ -131,9 +123,9 @@ def privatize_cmd(
         ),
     ] = None,
     seed: Annotated[
-        int | None, typer.Option("--seed", help="Seed of the noise: reproducible output for experiments, NOT private.")
+        int | None, opt.seed("Seed of the noise: reproducible output for experiments, NOT private.")
     ] = None,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Documents per batch.")] = 1000,
+    batch_size: Annotated[int, opt.batch_size("Documents per batch.")] = 1000,
     max_memory: Annotated[
         str, typer.Option("--max-memory", help="Refuse when the (dense) noisy matrix would exceed this size.")
     ] = "2G",
@@ -146,7 +138,7 @@ def privatize_cmd(
         ),
     ] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing release folder.")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")] = False,
+    quiet: Annotated[bool, opt.quiet("No progress bar or summary.")] = False,
 ) -> None:
     """Release noisy bag-of-words counts with (N, eps)-limited-precision local privacy.
 
@@ -157,9 +149,8 @@ def privatize_cmd(
     saved, within --max-memory. Every input record gives one row, an empty one for a
     record without text.
     """
-    from ..bow import STRATEGIES, BowPrivatizer, BowVectorizer, TwoSidedGeometric, count_words, make_bin_map
-    from ..bow.records import iter_documents
-    from ..io import detect_format
+    from ..bow import STRATEGIES, TwoSidedGeometric
+    from ..bow.files import file_bin_map, file_privatizer, public_vocabulary, release_file
 
     eps = check_epsilon(epsilon, "--epsilon")
     if precision <= 0:
@@ -172,78 +163,47 @@ def privatize_cmd(
     check_int("--batch-size", batch_size, minimum=1)
     check_int("--vocab-size", vocab_size, minimum=1)
     limit = parse_size("--max-memory", max_memory)
-    if map_from_data and strategy != "frequency":
-        raise InvalidParameterError("--map-from-data", True, "only with --strategy frequency")
-    if map_from_data and public_corpus:
-        raise InvalidParameterError("--map-from-data", True, "not together with --public-corpus")
-    if map_from_data and input == "-":
-        raise InvalidParameterError("--map-from-data", True, "a file input (the input is read twice)")
-    if public_corpus and strategy != "frequency":
-        raise InvalidParameterError("--public-corpus", public_corpus, "only with --strategy frequency")
-    fmt = detect_format(input, format)
-    if fmt == "txt" and column is not None:
-        raise InvalidParameterError("--column", column, "no column for plain text input")
-    if fmt != "txt" and column is None:
-        raise InvalidParameterError("--column", None, f"the text column of the {fmt} input")
-    if public_corpus is not None:
-        pfmt = detect_format(public_corpus)
-        if (pfmt == "txt") != (public_column is None):
-            raise InvalidParameterError(
-                "--public-column", public_column, "a text column for a csv/tsv/jsonl/parquet corpus, none for txt"
-            )
-    if input != "-" and not Path(input).is_file():
-        raise DataError(f"input file {input} does not exist or is not a file")
-    out = Path(output)
-    if out.exists() and not overwrite and (not out.is_dir() or any(out.iterdir())):
-        raise InvalidParameterError("--output", output, "a new or empty folder (or pass --overwrite)")
-    if report is not None and Path(report).resolve().is_relative_to(out.resolve()):
-        raise InvalidParameterError("--report", report, "a path outside the release folder (the report is not private)")
+    _check_map_source(strategy, map_from_data, public_corpus, input)
+    _check_columns(input, format, column, public_corpus, public_column)
+    out = _check_paths(input, output, overwrite, report)
     warn_seed(seed)
     t0 = time.perf_counter()
-    vocab = _load_vocabulary(vocabulary, vocab_size, stop_words, embedding)
+    if stop_words not in ("english", "none"):
+        raise InvalidParameterError("--stop-words", stop_words, "'english' or 'none'")
+    vocab = public_vocabulary(vocabulary, vocab_size, stop_words, embedding)
     if strategy != "none" and bins > vocab.size:
         raise InvalidParameterError("--bins", bins, f"at most the vocabulary size ({vocab.size})")
-    mseed = map_seed if map_seed is not None else secrets.randbelow(2**31)
-    frequencies = None
-    freq_source = None
-    if public_corpus:
-        frequencies = count_words(
-            iter_documents(
-                public_corpus, column=public_column, batch_size=batch_size, show_progress=False if quiet else None
-            ),
-            vocab,
-        )
-        freq_source = f"public corpus {Path(public_corpus).name}"
-    elif map_from_data:
-        frequencies = count_words(
-            iter_documents(
-                input, column=column, format=format, batch_size=batch_size, show_progress=False if quiet else None
-            ),
-            vocab,
-        )
-        freq_source = "private data (NOT private: the release is private only conditionally on this map)"
+    show = False if quiet else None
+    bin_map = file_bin_map(
+        strategy,
+        vocab,
+        bins,
+        seed=map_seed if map_seed is not None else secrets.randbelow(2**31),
+        public_corpus=public_corpus,
+        public_column=public_column,
+        private_input=input if map_from_data else None,
+        column=column,
+        format=format,
+        batch_size=batch_size,
+        show_progress=show,
+        embedding=embedding,
+    )
+    if map_from_data:
         err.print(
             "[yellow]warning:[/] --map-from-data: the bin map is computed from the private documents "
             "and leaks their word frequencies."
         )
-    emb = _embedding(embedding) if strategy == "semantic" else None
-    bin_map = make_bin_map(
-        strategy, vocab, bins, seed=mseed, frequencies=frequencies, frequency_source=freq_source, embedding=emb
+    priv = file_privatizer(vocab, mech, bin_map, group=group, max_memory=limit, map_from_data=map_from_data)
+    release, noise_report = release_file(
+        priv,
+        input,
+        seeded(seed),
+        column=column,
+        format=format,
+        batch_size=batch_size,
+        seeded=seed is not None,
+        show_progress=show,
     )
-    params: dict[str, Any] = {
-        "map_assumption": (
-            "the bin map was computed from the private documents (leaks)"
-            if map_from_data
-            else "the vocabulary and bin map are data-independent (public sources or a seed)"
-        ),
-    }
-    priv = BowPrivatizer(BowVectorizer(vocab), mech, bin_map, group=group, max_memory=limit, params=params)
-    rng = seeded(seed)
-    # one document per record, a missing text included (an empty document): row j = record j
-    batches = iter_documents(
-        input, column=column, format=format, batch_size=batch_size, show_progress=False if quiet else None
-    )
-    release, noise_report = priv.release(batches, rng, seeded=seed is not None, batch_size_hint=batch_size)
     release.save(out, overwrite=overwrite)
     if report is not None:
         Path(report).write_text(json.dumps(noise_report.as_dict(), indent=2, default=str) + "\n")
@@ -257,22 +217,47 @@ def privatize_cmd(
         )
 
 
-def _embedding(path: str | None) -> Any:
-    from ..embedding import load_embedding
+def _check_map_source(strategy: str, map_from_data: bool, public_corpus: str | None, input: str) -> None:
+    """Where the bin map's frequency prior comes from: a public corpus, the input (opted in), or none."""
+    if map_from_data and strategy != "frequency":
+        raise InvalidParameterError("--map-from-data", True, "only with --strategy frequency")
+    if map_from_data and public_corpus:
+        raise InvalidParameterError("--map-from-data", True, "not together with --public-corpus")
+    if map_from_data and input == "-":
+        raise InvalidParameterError("--map-from-data", True, "a file input (the input is read twice)")
+    if public_corpus and strategy != "frequency":
+        raise InvalidParameterError("--public-corpus", public_corpus, "only with --strategy frequency")
 
-    return load_embedding(path)
+
+def _check_columns(
+    input: str, format: str | None, column: str | None, public_corpus: str | None, public_column: str | None
+) -> None:
+    """A text column for a table input (and public corpus), none for plain text."""
+    from ..io import detect_format
+
+    fmt = detect_format(input, format)
+    if fmt == "txt" and column is not None:
+        raise InvalidParameterError("--column", column, "no column for plain text input")
+    if fmt != "txt" and column is None:
+        raise InvalidParameterError("--column", None, f"the text column of the {fmt} input")
+    if public_corpus is not None:
+        pfmt = detect_format(public_corpus)
+        if (pfmt == "txt") != (public_column is None):
+            raise InvalidParameterError(
+                "--public-column", public_column, "a text column for a csv/tsv/jsonl/parquet corpus, none for txt"
+            )
 
 
-def _load_vocabulary(vocabulary: str | None, vocab_size: int, stop_words: str, embedding: str | None) -> Any:
-    from ..bow import Vocabulary
-    from ..bow.vectorize import resolve_stop_words
-
-    if stop_words not in ("english", "none"):
-        raise InvalidParameterError("--stop-words", stop_words, "'english' or 'none'")
-    resolve_stop_words(stop_words)
-    if vocabulary is not None:
-        return Vocabulary.from_file(vocabulary, stop_words=stop_words)
-    return Vocabulary.from_embedding(_embedding(embedding), size=vocab_size, stop_words=stop_words)
+def _check_paths(input: str, output: str, overwrite: bool, report: str | None) -> Path:
+    """The input exists; the release folder is new or empty (or --overwrite); the report lies outside it."""
+    if input != "-" and not Path(input).is_file():
+        raise DataError(f"input file {input} does not exist or is not a file")
+    out = Path(output)
+    if out.exists() and not overwrite and (not out.is_dir() or any(out.iterdir())):
+        raise InvalidParameterError("--output", output, "a new or empty folder (or pass --overwrite)")
+    if report is not None and Path(report).resolve().is_relative_to(out.resolve()):
+        raise InvalidParameterError("--report", report, "a path outside the release folder (the report is not private)")
+    return out
 
 
 @bow_app.command("inspect")
@@ -298,10 +283,7 @@ def inspect_cmd(
 
 @bow_app.command("evaluate")
 def evaluate_cmd(
-    output: Annotated[
-        str,
-        typer.Option("--output", "-o", help="Folder for results.csv, results.md, summary.md, config.json and plots."),
-    ],
+    output: Annotated[str, opt.output("Folder for results.csv, results.md, summary.md, config.json and plots.")],
     dataset: Annotated[
         list[str] | None, typer.Option("--dataset", "-d", help="cfpb and/or 20newsgroups (repeat).")
     ] = None,
@@ -361,10 +343,8 @@ def evaluate_cmd(
             "--seeds", help="Consecutive seeds, one per repeat: 0,1,2 = seed 0, 3 repeats (noise, maps, LDA, split)."
         ),
     ] = "0",
-    vocab_size: Annotated[
-        int, typer.Option("--vocab-size", help="Public vocabulary size (GloVe order, minus stop words).")
-    ] = 20000,
-    plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write PNG plots (needs matplotlib).")] = True,
+    vocab_size: Annotated[int, opt.vocab_size("Public vocabulary size (GloVe order, minus stop words).")] = 20000,
+    plots: opt.PlotsOpt = True,
     from_results: Annotated[
         str | None,
         typer.Option(
@@ -373,7 +353,7 @@ def evaluate_cmd(
             "into another --output folder.",
         ),
     ] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No per-condition lines.")] = False,
+    quiet: Annotated[bool, opt.quiet("No per-condition lines.")] = False,
 ) -> None:
     """LDA topics and LSA + random forest on private vs clean bag-of-words (needs deniable\\[eval]).
 

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from .._errors import InvalidParameterError
 from ..mechanisms.base import Mechanism
+from . import _options as opt
 from ._common import (
-    EmbeddingOpt,
     MechanismFlags,
-    VocabSizeOpt,
     build_mechanism,
-    check_mechanism_name,
     err,
     load_embedding_option,
     mechanism_command,
@@ -24,8 +22,11 @@ from ._common import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import numpy as np
 
+    from ..calibrate.choose import EpsilonChoice
     from ..calibrate.geometry import NeighbourDistances
 
 DEFAULT_EXAMPLES = "encryption,hockey,spacecraft"
@@ -33,12 +34,8 @@ DEFAULT_EXAMPLES = "encryption,hockey,spacecraft"
 
 @mechanism_command("calibrate")
 def calibrate_cmd(
-    epsilon: Annotated[
-        str, typer.Option("--epsilon", "-e", help="Comma-separated epsilons to evaluate, e.g. 5,7,9,11.")
-    ],
-    mechanism: Annotated[
-        str, typer.Option("--mechanism", "-m", help="madlib, tem or brr. TEM statistics are exact.")
-    ] = "madlib",
+    epsilon: Annotated[str, opt.epsilon("Comma-separated epsilons to evaluate, e.g. 5,7,9,11.")],
+    mechanism: Annotated[str, opt.mechanism("madlib, tem or brr. TEM statistics are exact.")] = "madlib",
     report: Annotated[
         str | None,
         typer.Option("--report", "-r", help="Folder for the PNG plots, stats.csv and index.html."),
@@ -55,7 +52,7 @@ def calibrate_cmd(
     samples: Annotated[
         int, typer.Option("--samples", "-n", help="Draws per word; S_w = distinct outputs among them.")
     ] = 1000,
-    eta: Annotated[float, typer.Option("--eta", help="The eta-support holds >= 1 - eta of the mass.")] = 0.05,
+    eta: opt.EtaOpt = 0.05,
     max_unchanged: Annotated[
         float, typer.Option("--max-unchanged", help="Constraint: N_w <= this (for every word, see --percentile).")
     ] = 0.5,
@@ -74,13 +71,12 @@ def calibrate_cmd(
         str, typer.Option("--examples", help="Comma-separated words for the table of example outputs ('' for none).")
     ] = DEFAULT_EXAMPLES,
     example_draws: Annotated[int, typer.Option("--example-draws", help="Example outputs per word and epsilon.")] = 4,
-    embedding: EmbeddingOpt = None,
-    vocab_size: VocabSizeOpt = None,
+    embedding: opt.EmbeddingOpt = None,
+    vocab_size: opt.VocabSizeOpt = None,
     seed: Annotated[
-        int | None,
-        typer.Option("--seed", help="Reproducible word sample and draws (fine here: calibration releases no data)."),
+        int | None, opt.seed("Reproducible word sample and draws (fine here: calibration releases no data).")
     ] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    quiet: Annotated[bool, opt.quiet("No progress bars.")] = False,
     *,
     mechanism_flags: MechanismFlags,
 ) -> None:
@@ -97,23 +93,11 @@ def calibrate_cmd(
     which rarely returns isolated words, so worst-case N_w comes out far lower than
     with exact decode.
     """
-    from rich.console import Console
-    from rich.table import Table
+    from ..calibrate import choose_epsilon
 
-    from ..calibrate import choose_epsilon, example_outputs
-
-    check_mechanism_name(mechanism)
-    mechanism_flags.for_mechanism(mechanism)
+    mechanism_flags.for_mechanism(mechanism)  # fail fast: an unknown name or a flag it does not take
     eps_list = parse_floats("--epsilon", epsilon)
-    if words.strip().lower() == "all":
-        n_words: int | None = None
-    else:
-        try:
-            n_words = int(words)
-        except ValueError:
-            raise InvalidParameterError("--words", words, "a positive integer or 'all'") from None
-        if n_words < 1:
-            raise InvalidParameterError("--words", words, "a positive integer or 'all'")
+    n_words = _words_arg(words)
     if samples < 1:
         raise InvalidParameterError("--samples", samples, "an integer >= 1")
     if geometry_words < 0:
@@ -143,9 +127,47 @@ def calibrate_cmd(
         rng=rng,
         show_progress=show,
     )
+    _print_table(mechanism, emb.size, choice)
+    if report is None:
+        return
+    page = _write_report(
+        Path(report),
+        mechanism,
+        emb,
+        choice,
+        factory,
+        eps_list,
+        geometry_words=geometry_words,
+        examples=examples,
+        example_draws=example_draws,
+        rng=rng,
+        show=show,
+        seed=seed,
+    )
+    err.print(f"report written to {page} ({time.perf_counter() - t0:.0f} s in all)", highlight=False)
+
+
+def _words_arg(words: str) -> int | None:
+    """``--words``: a number of words, or None for ``all``."""
+    if words.strip().lower() == "all":
+        return None
+    try:
+        n_words = int(words)
+    except ValueError:
+        raise InvalidParameterError("--words", words, "a positive integer or 'all'") from None
+    if n_words < 1:
+        raise InvalidParameterError("--words", words, "a positive integer or 'all'")
+    return n_words
+
+
+def _print_table(mechanism: str, vocabulary_size: int, choice: EpsilonChoice) -> None:
+    """The statistics per epsilon as a table on stdout, and the choice."""
+    from rich.console import Console
+    from rich.table import Table
+
     stats = [e.stats for e in choice.evaluations]
     out = Console()
-    table = Table(title=f"{mechanism}: plausible deniability over {len(stats[0]):,} of {emb.size:,} words")
+    table = Table(title=f"{mechanism}: plausible deniability over {len(stats[0]):,} of {vocabulary_size:,} words")
     for col in ("epsilon", "N_w mean", "N_w max", "S_w mean", "S_w min", "eta-support min", "H (bits) median", "s"):
         table.add_column(col, justify="right")
     for st in stats:
@@ -161,8 +183,27 @@ def calibrate_cmd(
         )
     out.print(table)
     out.print(choice.summary(), highlight=False)
-    if report is None:
-        return
+
+
+def _write_report(
+    folder: Path,
+    mechanism: str,
+    emb: Any,
+    choice: EpsilonChoice,
+    factory: Callable[[float], Mechanism],
+    eps_list: list[float],
+    *,
+    geometry_words: int,
+    examples: str,
+    example_draws: int,
+    rng: np.random.Generator,
+    show: bool | None,
+    seed: int | None,
+) -> Path:
+    """``--report``: the neighbour geometry, the example outputs and the page with the statistics."""
+    from ..calibrate import example_outputs
+    from ..report import write_report
+
     geometry = None
     if geometry_words:
         geometry = _geometry(factory(eps_list[0]), min(geometry_words, emb.size), rng, show)
@@ -174,18 +215,15 @@ def calibrate_cmd(
             err.print(f"[yellow]{len(wanted) - len(known)} example word(s) not in the vocabulary were skipped[/]")
         if known:
             ex = example_outputs([factory(e) for e in eps_list], known, draws=example_draws, rng=rng)
-    from ..report import write_report
-
-    page = write_report(
-        Path(report),
-        stats,
+    return write_report(
+        folder,
+        [e.stats for e in choice.evaluations],
         geometry=geometry,
         examples=ex,
         choice=choice,
         title=f"deniable calibration: {mechanism} on {emb.name}",
         params={"seed": seed if seed is not None else "none (secure random)"},
     )
-    err.print(f"report written to {page} ({time.perf_counter() - t0:.0f} s in all)", highlight=False)
 
 
 def _geometry(mech: Mechanism, n_words: int, rng: np.random.Generator, show: bool | None) -> NeighbourDistances:

@@ -6,10 +6,9 @@ from typing import Annotated
 
 import typer
 
+from . import _options as opt
 from ._common import (
-    EmbeddingOpt,
     MechanismFlags,
-    VocabSizeOpt,
     check_mechanism_name,
     load_embedding_option,
     mechanism_command,
@@ -45,15 +44,11 @@ def compare_cmd(
     mechanism_b: Annotated[
         str | None, typer.Option("--mechanism-b", "-b", help="A registered mechanism, e.g. brr.")
     ] = None,
-    epsilon: Annotated[
-        str, typer.Option("--epsilon", "-e", help="Epsilon(s) of mechanism A to convert, e.g. 5,10.")
-    ] = "10",
+    epsilon: Annotated[str, opt.epsilon("Epsilon(s) of mechanism A to convert, e.g. 5,10.")] = "10",
     pairs: Annotated[int, typer.Option("--pairs", help="Random word pairs for P_d.")] = 100000,
-    embedding: EmbeddingOpt = None,
-    vocab_size: VocabSizeOpt = None,
-    seed: Annotated[
-        int | None, typer.Option("--seed", help="Seed of the pair sample (fine: nothing is released).")
-    ] = None,
+    embedding: opt.EmbeddingOpt = None,
+    vocab_size: opt.VocabSizeOpt = None,
+    seed: Annotated[int | None, opt.seed("Seed of the pair sample (fine: nothing is released).")] = None,
     results: Annotated[
         list[str] | None,
         typer.Option(
@@ -62,9 +57,7 @@ def compare_cmd(
             help="Fair-report mode: a `deniable evaluate` output folder (repeat for several runs on the same splits).",
         ),
     ] = None,
-    out: Annotated[
-        str | None, typer.Option("--out", "-o", help="Fair-report mode: folder for fair.md, fair.csv, plots.")
-    ] = None,
+    out: Annotated[str | None, opt.out_folder("Fair-report mode: folder for fair.md, fair.csv, plots.")] = None,
     reference: Annotated[
         str, typer.Option("--reference", help="Fair-report mode: the reference mechanism (epsilon * d).")
     ] = "madlib",
@@ -72,7 +65,7 @@ def compare_cmd(
         str | None,
         typer.Option("--auc", help="Fair-report mode: MIA AUC levels to match, e.g. 0.52,0.55 (default: quartiles)."),
     ] = None,
-    plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Fair-report mode: write PNG plots.")] = True,
+    plots: Annotated[bool, opt.plots("Fair-report mode: write PNG plots.")] = True,
     *,
     mechanism_flags: MechanismFlags,
 ) -> None:

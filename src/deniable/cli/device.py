@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ._common import VocabSizeOpt, app, err, load_embedding_option
+from . import _options as opt
+from ._common import app, err, load_embedding_option
 
 if TYPE_CHECKING:
     from ..embedding import Embedding
@@ -45,26 +46,23 @@ def float_sizes(embedding: object) -> dict[str, int | None]:
 
 @app.command("export-device")
 def export_device_cmd(
-    output: Annotated[str, typer.Option("--output", "-o", help="Folder to write (codes.npy, words.txt, brr.json).")],
-    bits: Annotated[int, typer.Option("--bits", help="Code length: 64, 128, 256 or 512.")] = 256,
+    output: Annotated[str, opt.output("Folder to write (codes.npy, words.txt, brr.json).")],
+    bits: Annotated[int, opt.bits("Code length: 64, 128, 256 or 512.")] = 256,
     binarizer: Annotated[
-        str, typer.Option("--binarizer", help="autoencoder (Tissier et al.), simhash (alias random) or itq.")
+        str, opt.binarizer("autoencoder (Tissier et al.), simhash (alias random) or itq.")
     ] = "autoencoder",
     embedding: Annotated[
-        str | None,
-        typer.Option("--embedding", help="Float embedding to binarize (default: built-in GloVe 6B 50-d)."),
+        str | None, opt.embedding("Float embedding to binarize (default: built-in GloVe 6B 50-d).")
     ] = None,
-    vocab_size: VocabSizeOpt = None,
+    vocab_size: opt.VocabSizeOpt = None,
     binarizer_seed: Annotated[
-        int, typer.Option("--binarizer-seed", help="Seed of the binarizer's training (public; not privacy noise).")
+        int, opt.binarizer_seed("Seed of the binarizer's training (public; not privacy noise).")
     ] = 0,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or size report.")] = False,
+    quiet: Annotated[bool, opt.quiet("No progress bar or size report.")] = False,
     fmt: Annotated[
         str, typer.Option("--format", help="npy (the Python library's folder) or web (the JavaScript client's files).")
     ] = "npy",
-    mechanism: Annotated[
-        str, typer.Option("--mechanism", "-m", help="brr, or madlib (float vectors; --format web only).")
-    ] = "brr",
+    mechanism: Annotated[str, opt.mechanism("brr, or madlib (float vectors; --format web only).")] = "brr",
 ) -> None:
     """Write everything BRR needs to privatize on a device: packed binary codes + the word list.
 

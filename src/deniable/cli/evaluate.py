@@ -5,16 +5,17 @@ from __future__ import annotations
 import shlex
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from .._errors import InvalidParameterError
+from . import _options as opt
 from ._common import (
-    EmbeddingOpt,
     MechanismFlags,
-    VocabSizeOpt,
     check_mechanism_name,
     err,
     load_embedding_option,
@@ -29,9 +30,6 @@ _TASK_HELP = (
     "test file or --test-fraction a split) or 'hf' (--data names a locally available Hugging Face data set; needs "
     "the optional 'datasets' library)."
 )
-
-
-ATTACKS = ("none", "authorship", "user-audit")
 
 
 def _run_attack(
@@ -54,8 +52,10 @@ def _run_attack(
     quiet: bool,
 ) -> None:
     """``--attack authorship`` / ``--attack user-audit`` on a user corpus (docs/audit.md)."""
-    from ..experiments.authorship import authorship_attack, write_attack_results
+    from ..embedding import Embedding
+    from ..experiments.authorship import write_attack_results
     from ..experiments.data import USER_CORPORA, load_user_corpus
+    from ..experiments.tasks import run_attack
 
     if task not in USER_CORPORA:
         raise InvalidParameterError("--task", task, "one of " + ", ".join(USER_CORPORA) + " with --attack")
@@ -65,42 +65,53 @@ def _run_attack(
         raise InvalidParameterError("--max-users", max_users, "an integer >= 2")
     corpus = load_user_corpus(task, data, min_posts=min_posts, max_users=max_users)
     emb = load_embedding_option(embedding, vocab_size)
-    from ..embedding import Embedding
-
     if not isinstance(emb, Embedding):
         raise Embedding.type_error(emb)
     err.print(f"{corpus.describe()}; embedding {emb.name} ({emb.size:,} words)", highlight=False)
-    command = "deniable " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
-    show = False if quiet else None
-    if attack == "authorship":
-        result = authorship_attack(
-            corpus,
-            emb,
-            mechanisms,
-            epsilons,
-            repeats=repeats,
-            model=model,
-            max_words=max_words,
-            oov=oov,
-            random_state=seed,
-            show_progress=show,
-        )
-    else:
-        from ..experiments.provenance import user_audit
-
-        result = user_audit(
-            corpus,
-            emb,
-            mechanisms,
-            epsilons,
-            repeats=repeats,
-            max_words=max_words,
-            oov=oov,
-            random_state=seed,
-            show_progress=show,
-        )
-    paths = write_attack_results(result, out_dir, command=command)
+    result = run_attack(
+        attack,
+        corpus,
+        emb,
+        mechanisms,
+        epsilons,
+        model=model,
+        repeats=repeats,
+        max_words=max_words,
+        oov=oov,
+        random_state=seed,
+        show_progress=False if quiet else None,
+    )
+    paths = write_attack_results(result, out_dir, command=_command_line())
     sys.stdout.write(paths["results.md"].read_text(encoding="utf-8"))
+
+
+def _command_line() -> str:
+    """The command line, for the results' record (empty when called from Python)."""
+    return "deniable " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
+
+
+def _models(text: str) -> list[str]:
+    """``--model``: comma-separated classifier names."""
+    from ..experiments.models import check_model_names
+
+    models = _names("--model", text)
+    try:
+        check_model_names(models)
+    except InvalidParameterError as exc:
+        raise InvalidParameterError("--model", exc.value, exc.allowed) from None
+    return models
+
+
+@contextmanager
+def _flags_named(*names: str) -> Iterator[None]:
+    """An error of the library naming its parameter (``train_size``) names the flag (``--train-size``)
+    instead: for every parameter, or only for ``names``."""
+    try:
+        yield
+    except InvalidParameterError as exc:
+        if names and exc.name not in names:
+            raise
+        raise InvalidParameterError("--" + exc.name.replace("_", "-"), exc.value, exc.allowed) from None
 
 
 def _names(option: str, text: str) -> list[str]:
@@ -113,12 +124,10 @@ def _names(option: str, text: str) -> list[str]:
 @mechanism_command("evaluate")
 def evaluate_cmd(
     data: Annotated[str, typer.Option("--data", "-d", help="Data folder, file or Hugging Face name (see --task).")],
-    out: Annotated[str, typer.Option("--out", "-o", help="Folder for results.csv, results.md, runs.csv, plots.")],
+    out: Annotated[str, opt.out_folder("Folder for results.csv, results.md, runs.csv, plots.")],
     task: Annotated[str, typer.Option("--task", "-t", help=_TASK_HELP)] = "imdb",
-    mechanism: Annotated[
-        str, typer.Option("--mechanism", "-m", help="Comma-separated mechanisms, e.g. tem,madlib.")
-    ] = "madlib",
-    epsilon: Annotated[str, typer.Option("--epsilon", "-e", help="Comma-separated epsilons.")] = "1,2,4,8,16",
+    mechanism: Annotated[str, opt.mechanism("Comma-separated mechanisms, e.g. tem,madlib.")] = "madlib",
+    epsilon: Annotated[str, opt.epsilon("Comma-separated epsilons.")] = "1,2,4,8,16",
     model: Annotated[
         str | None,
         typer.Option(
@@ -137,10 +146,9 @@ def evaluate_cmd(
     repeats: Annotated[int, typer.Option("--repeats", "-r", help="Independent repeats (95% CIs over them).")] = 3,
     seed: Annotated[
         int | None,
-        typer.Option(
-            "--seed",
-            help="Reproducible splits, noise and models. Fine for evaluation (nothing is "
-            "released); it is recorded in the results.",
+        opt.seed(
+            "Reproducible splits, noise and models. Fine for evaluation (nothing is "
+            "released); it is recorded in the results."
         ),
     ] = None,
     train_size: Annotated[
@@ -178,11 +186,10 @@ def evaluate_cmd(
     ] = None,
     oov: Annotated[
         str,
-        typer.Option(
-            "--oov",
-            help="Out-of-vocabulary words: random (default, as privatize: each becomes a uniformly random "
+        opt.oov(
+            "Out-of-vocabulary words: random (default, as privatize: each becomes a uniformly random "
             "vocabulary word), drop, or keep (NOT private: they pass verbatim and leak, e.g. users in "
-            "--attack user-audit; only to measure that leak).",
+            "--attack user-audit; only to measure that leak)."
         ),
     ] = "random",
     attack: Annotated[
@@ -200,10 +207,10 @@ def evaluate_cmd(
     max_users: Annotated[
         int | None, typer.Option("--max-users", help="--attack: only the N most prolific users.")
     ] = None,
-    embedding: EmbeddingOpt = None,
-    vocab_size: VocabSizeOpt = None,
-    plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write PNG plots (needs matplotlib).")] = True,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    embedding: opt.EmbeddingOpt = None,
+    vocab_size: opt.VocabSizeOpt = None,
+    plots: opt.PlotsOpt = True,
+    quiet: Annotated[bool, opt.quiet("No progress bars.")] = False,
     *,
     mechanism_flags: MechanismFlags,
 ) -> None:
@@ -217,30 +224,14 @@ def evaluate_cmd(
     the clean baseline. Privatizing is the slow part (every token of TR1 / TE1 per
     epsilon and repeat): subsample with --train-size / --test-size.
     """
-    from ..experiments import (
-        RECIPES,
-        EvaluationConfig,
-        TaskData,
-        load_hf,
-        load_labelled,
-        load_task,
-        markdown_table,
-        mechanism_factories,
-        run_evaluation,
-        split_stratified,
-        write_results,
-    )
-    from ..experiments.models import check_model_names
+    from ..experiments import EvaluationConfig, markdown_table, mechanism_factories, run_evaluation, write_results
+    from ..experiments.tasks import ATTACKS, TASKS, load_task_data
 
     mechs = [check_mechanism_name(m) for m in _names("--mechanism", mechanism)]
     eps_list = parse_floats("--epsilon", epsilon)
     if attack not in ATTACKS:
         raise InvalidParameterError("--attack", attack, "one of " + ", ".join(ATTACKS))
-    models = _names("--model", model or ("tfidf" if attack == "authorship" else "fasttext"))
-    try:
-        check_model_names(models)
-    except InvalidParameterError as exc:
-        raise InvalidParameterError("--model", exc.value, exc.allowed) from None
+    models = _models(model or ("tfidf" if attack == "authorship" else "fasttext"))
     modes = _names("--mode", mode)
     for m in modes:
         if m not in ("train", "test"):
@@ -258,10 +249,9 @@ def evaluate_cmd(
         raise InvalidParameterError("--oov", oov, "keep, drop or random")
     if not 0 < test_fraction < 1:
         raise InvalidParameterError("--test-fraction", test_fraction, "a number in (0, 1)")
-    options = mechanism_flags.for_mechanisms(mechs)
-    tasks = (*RECIPES, "file", "hf")
-    if task not in tasks:
-        raise InvalidParameterError("--task", task, "one of " + ", ".join(tasks))
+    factories = mechanism_factories(mechs, mechanism_flags.for_mechanisms(mechs))
+    if task not in TASKS:
+        raise InvalidParameterError("--task", task, "one of " + ", ".join(TASKS))
     out_dir = Path(out)
     if out_dir.exists() and not out_dir.is_dir():
         raise InvalidParameterError("--out", out, "a folder (it exists and is a file)")
@@ -273,7 +263,7 @@ def evaluate_cmd(
             task,
             data,
             out_dir,
-            mechanisms=mechanism_factories(mechs, options),
+            mechanisms=factories,
             epsilons=eps_list,
             model=models[0],
             repeats=repeats,
@@ -288,25 +278,20 @@ def evaluate_cmd(
         )
         err.print(f"results written to {out_dir} ({time.perf_counter() - t0:.0f} s)", highlight=False)
         return
-    if task in RECIPES:
-        data_set = load_task(task, data)
-    elif task == "file":
-        train_split = load_labelled(data, text_column=text_column, label_column=label_column)
-        if test is not None:
-            test_split = load_labelled(
-                test, text_column=text_column, label_column=label_column, classes=train_split.classes
-            )
-        else:
-            train_split, test_split = split_stratified(train_split, test_fraction, seed=0)
-        data_set = TaskData(Path(data).stem.split(".")[0], "classification", train_split, test_split)
-    else:
-        tr = load_hf(data, split=hf_train_split, text_column=text_column, label_column=label_column)
-        te = load_hf(data, split=hf_test_split, text_column=text_column, label_column=label_column, classes=tr.classes)
-        data_set = TaskData(data.replace("/", "_"), "classification", tr, te)
+    data_set = load_task_data(
+        task,
+        data,
+        text_column=text_column,
+        label_column=label_column,
+        test=test,
+        test_fraction=test_fraction,
+        hf_train_split=hf_train_split,
+        hf_test_split=hf_test_split,
+    )
     emb = load_embedding_option(embedding, vocab_size)
-    try:
+    with _flags_named():
         cfg = EvaluationConfig(
-            mechanisms=mechanism_factories(mechs, options),
+            mechanisms=factories,
             epsilons=eps_list,
             models=models,
             modes=modes,
@@ -320,16 +305,9 @@ def evaluate_cmd(
             negatives=negatives,
             max_words=max_words,
         )
-    except InvalidParameterError as exc:
-        raise InvalidParameterError("--" + exc.name.replace("_", "-"), exc.value, exc.allowed) from None
     err.print(f"{data_set.describe()}; embedding {emb.name} ({emb.size:,} words)", highlight=False)
-    try:
+    with _flags_named("train_size", "test_size"):
         result = run_evaluation(data_set, emb, cfg, show_progress=False if quiet else None)
-    except InvalidParameterError as exc:
-        if exc.name in ("train_size", "test_size"):
-            raise InvalidParameterError("--" + exc.name.replace("_", "-"), exc.value, exc.allowed) from None
-        raise
-    command = "deniable " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
-    write_results(result, out_dir, plots=plots, command=command)
+    write_results(result, out_dir, plots=plots, command=_command_line())
     sys.stdout.write(markdown_table(result.summary()))
     err.print(f"results written to {out_dir} ({time.perf_counter() - t0:.0f} s)", highlight=False)

@@ -8,12 +8,10 @@ import typer
 
 from .._errors import InvalidParameterError
 from .._validation import check_epsilon
+from . import _options as opt
 from ._common import (
-    EmbeddingOpt,
     MechanismFlags,
-    VocabSizeOpt,
     build_mechanism,
-    check_mechanism_name,
     load_embedding_option,
     mechanism_command,
     seeded,
@@ -24,8 +22,8 @@ from .mechanisms import mechanism_flag_help
 @mechanism_command("explain")
 def explain_cmd(
     word: Annotated[str, typer.Argument(help="The word to explain.")],
-    epsilon: Annotated[float, typer.Option("--epsilon", "-e", help="Privacy parameter (> 0).")],
-    mechanism: Annotated[str, typer.Option("--mechanism", "-m", help=mechanism_flag_help())] = "madlib",
+    epsilon: Annotated[float, opt.epsilon("Privacy parameter (> 0).")],
+    mechanism: Annotated[str, opt.mechanism(mechanism_flag_help())] = "madlib",
     top: Annotated[int, typer.Option("--top", "-k", help="How many likely outputs to list.")] = 10,
     against: Annotated[
         str | None,
@@ -39,10 +37,10 @@ def explain_cmd(
     draws: Annotated[
         int, typer.Option("--draws", help="Sampled mechanisms: draws used to estimate the probabilities.")
     ] = 10000,
-    eta: Annotated[float, typer.Option("--eta", help="The eta-support holds >= 1 - eta of the mass.")] = 0.05,
-    embedding: EmbeddingOpt = None,
-    vocab_size: VocabSizeOpt = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Reproducible draws (sampled mechanisms).")] = None,
+    eta: opt.EtaOpt = 0.05,
+    embedding: opt.EmbeddingOpt = None,
+    vocab_size: opt.VocabSizeOpt = None,
+    seed: Annotated[int | None, opt.seed("Reproducible draws (sampled mechanisms).")] = None,
     *,
     mechanism_flags: MechanismFlags,
 ) -> None:
@@ -52,8 +50,7 @@ def explain_cmd(
     """
     from ..calibrate import explain
 
-    check_mechanism_name(mechanism)
-    mechanism_flags.for_mechanism(mechanism)
+    mechanism_flags.for_mechanism(mechanism)  # fail fast: an unknown name or a flag it does not take
     check_epsilon(epsilon, "--epsilon")
     for name, value in (("--top", top), ("--samples", samples), ("--draws", draws)):
         if value < 1:

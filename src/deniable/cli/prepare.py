@@ -6,10 +6,8 @@ from typing import Annotated, Any
 
 import typer
 
+from . import _options as opt
 from ._common import (
-    EmbeddingOpt,
-    VocabSizeOpt,
-    VocabularyOpt,
     app,
     check_mechanism_name,
     err,
@@ -37,23 +35,17 @@ def _epsilons(values: list[str] | None) -> list[float] | None:
 
 @app.command("prepare")
 def prepare_cmd(
-    mechanism: Annotated[
-        list[str] | None, typer.Option("--mechanism", "-m", help="Mechanism to prepare for (repeatable; default tem).")
-    ] = None,
-    embedding: EmbeddingOpt = None,
-    vocab_size: VocabSizeOpt = None,
-    vocabulary: VocabularyOpt = "words",
+    mechanism: Annotated[list[str] | None, opt.mechanism("Mechanism to prepare for (repeatable; default tem).")] = None,
+    embedding: opt.EmbeddingOpt = None,
+    vocab_size: opt.VocabSizeOpt = None,
+    vocabulary: opt.VocabularyOpt = "words",
     metric: Annotated[
         str | None, typer.Option("--metric", help="tem: euclidean (default), manhattan, chebyshev or angular.")
     ] = None,
-    bits: Annotated[
-        int | None, typer.Option("--bits", help="brr: code length (64, 128, 256 or 512; default 256).")
-    ] = None,
-    binarizer: Annotated[
-        str | None, typer.Option("--binarizer", help="brr: autoencoder (default), simhash (random) or itq.")
-    ] = None,
+    bits: Annotated[int | None, opt.bits("brr: code length (64, 128, 256 or 512; default 256).")] = None,
+    binarizer: Annotated[str | None, opt.binarizer("brr: autoencoder (default), simhash (random) or itq.")] = None,
     binarizer_seed: Annotated[
-        int | None, typer.Option("--binarizer-seed", help="brr: seed of the binarizer's training (default 0).")
+        int | None, opt.binarizer_seed("brr: seed of the binarizer's training (default 0).")
     ] = None,
     index: Annotated[
         str | None,
@@ -65,13 +57,11 @@ def prepare_cmd(
     ] = None,
     epsilon: Annotated[
         list[str] | None,
-        typer.Option(
-            "--epsilon",
-            "-e",
-            help="madlib (index auto): also record the default decode's choice at this epsilon; tem: also "
+        opt.epsilon(
+            "madlib (index auto): also record the default decode's choice at this epsilon; tem: also "
             "the far bounds (once, for every epsilon: fewer proposals at small epsilon) and the envelope "
             "totals at this epsilon (most tokens then cost one lookup; at small epsilon with the far layouts "
-            "of the 16,384 most frequent words). Repeatable, or a comma-separated list.",
+            "of the 16,384 most frequent words). Repeatable, or a comma-separated list."
         ),
     ] = None,
     list_: Annotated[
@@ -107,7 +97,7 @@ def prepare_cmd(
         str | None,
         typer.Option("--report", help="With --calibration: write the curve (PNG) and index.html into this folder."),
     ] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or report.")] = False,
+    quiet: Annotated[bool, opt.quiet("No progress bar or report.")] = False,
 ) -> None:
     """Build the artefacts a mechanism reads, once, for the whole vocabulary.
 
@@ -116,14 +106,7 @@ def prepare_cmd(
     fresh `deniable privatize` or `deniable serve` is fast from its first batch.
     """
     from .._errors import InvalidParameterError
-    from ..artefacts import (
-        legacy_tem_folders,
-        list_artefacts,
-        remove_artefacts,
-        remove_temporaries,
-        stale_temporaries,
-    )
-    from ..preparation import planned_artefacts, prepare
+    from ..preparation import prepare
 
     if list_ + remove + verify > 1:
         raise InvalidParameterError("--list", "with --remove or --verify", "one of --list, --remove or --verify")
@@ -131,29 +114,7 @@ def prepare_cmd(
         _verify_all(quiet)
         return
     if list_:
-        infos = list_artefacts()
-        for info in infos:
-            params = ", ".join(f"{k}={v}" for k, v in sorted(info.params.items()))
-            typer.echo(f"{info.kind}\t{info.fingerprint[:12]}\t{_size(info.disk_bytes)}\t{params}\t{info.path}")
-        stale = stale_temporaries()
-        for tmp in stale:
-            typer.echo(f"(interrupted build)\t-\t{_size(tmp.disk_bytes)}\t-\t{tmp.path}")
-        if not quiet:
-            total = sum(i.disk_bytes for i in infos)
-            err.print(f"{len(infos)} prepared artefact(s), {_size(total)}")
-        if stale:
-            err.print(
-                f"[yellow]warning:[/] {len(stale)} interrupted build(s) left {_size(sum(t.disk_bytes for t in stale))} "
-                "in the cache; `deniable prepare --remove` deletes them",
-                highlight=False,
-            )
-        legacy = legacy_tem_folders()
-        if legacy:
-            err.print(
-                f"[yellow]warning:[/] {len(legacy)} TEM cache folder(s) of an older version record which words "
-                "were privatized (artefacts/*/tem); delete them with `deniable prepare --remove --embedding ...` "
-                "or by hand"
-            )
+        _list_all(quiet)
         return
     names = mechanism or ["tem"]
     given = {
@@ -171,14 +132,7 @@ def prepare_cmd(
         _calibrate(emb, names, metric, options, rebuild, quiet, report)
         return
     if remove:
-        plan = planned_artefacts(emb, names, metric=metric or "euclidean", options=options) if mechanism else None
-        leftovers = remove_temporaries()  # of every embedding: never of use, never a running build
-        removed = remove_artefacts(emb, plan)
-        if not quiet:
-            err.print(f"removed {len(removed)} artefact(s), {_size(sum(i.disk_bytes for i in removed))}")
-            if leftovers:
-                size = _size(sum(t.disk_bytes for t in leftovers))
-                err.print(f"removed {len(leftovers)} interrupted build(s), {size}", highlight=False)
+        _remove(emb, names if mechanism else None, metric, options, quiet)
         return
     infos = prepare(
         emb,
@@ -191,6 +145,50 @@ def prepare_cmd(
     if not quiet:
         for info in infos:
             err.print(f"{info.kind}: {_size(info.disk_bytes)} in {info.path} (built in {info.build_seconds:.1f} s)")
+
+
+def _list_all(quiet: bool) -> None:
+    """``--list``: one line per prepared artefact (all embeddings) and per interrupted build, on stdout."""
+    from ..artefacts import legacy_tem_folders, list_artefacts, stale_temporaries
+
+    infos = list_artefacts()
+    for info in infos:
+        params = ", ".join(f"{k}={v}" for k, v in sorted(info.params.items()))
+        typer.echo(f"{info.kind}\t{info.fingerprint[:12]}\t{_size(info.disk_bytes)}\t{params}\t{info.path}")
+    stale = stale_temporaries()
+    for tmp in stale:
+        typer.echo(f"(interrupted build)\t-\t{_size(tmp.disk_bytes)}\t-\t{tmp.path}")
+    if not quiet:
+        total = sum(i.disk_bytes for i in infos)
+        err.print(f"{len(infos)} prepared artefact(s), {_size(total)}")
+    if stale:
+        err.print(
+            f"[yellow]warning:[/] {len(stale)} interrupted build(s) left {_size(sum(t.disk_bytes for t in stale))} "
+            "in the cache; `deniable prepare --remove` deletes them",
+            highlight=False,
+        )
+    legacy = legacy_tem_folders()
+    if legacy:
+        err.print(
+            f"[yellow]warning:[/] {len(legacy)} TEM cache folder(s) of an older version record which words "
+            "were privatized (artefacts/*/tem); delete them with `deniable prepare --remove --embedding ...` "
+            "or by hand"
+        )
+
+
+def _remove(emb: Any, names: list[str] | None, metric: str | None, options: dict[str, Any], quiet: bool) -> None:
+    """``--remove``: this embedding's artefacts (of ``names`` only, if given) and every interrupted build."""
+    from ..artefacts import remove_artefacts, remove_temporaries
+    from ..preparation import planned_artefacts
+
+    plan = planned_artefacts(emb, names, metric=metric or "euclidean", options=options) if names else None
+    leftovers = remove_temporaries()  # of every embedding: never of use, never a running build
+    removed = remove_artefacts(emb, plan)
+    if not quiet:
+        err.print(f"removed {len(removed)} artefact(s), {_size(sum(i.disk_bytes for i in removed))}")
+        if leftovers:
+            size = _size(sum(t.disk_bytes for t in leftovers))
+            err.print(f"removed {len(leftovers)} interrupted build(s), {size}", highlight=False)
 
 
 def _verify_all(quiet: bool) -> None:

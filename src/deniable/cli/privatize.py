@@ -11,10 +11,9 @@ import typer
 
 from .._errors import InvalidParameterError, NotPrivateWarning
 from .._validation import check_epsilon
+from . import _options as opt
 from ._common import (
     MechanismFlags,
-    VocabularyOpt,
-    check_mechanism_name,
     err,
     load_embedding_option,
     mechanism_command,
@@ -36,54 +35,42 @@ def describe_parameters(described: dict[str, object]) -> str:
 
 @mechanism_command("privatize")
 def privatize_cmd(
-    input: Annotated[str, typer.Argument(help="Input file (txt, csv, tsv, jsonl, parquet; .gz ok) or - for stdin.")],
-    output: Annotated[str, typer.Option("--output", "-o", help="Output file (same format) or - for stdout.")],
+    input: Annotated[str, opt.input_file("Input file (txt, csv, tsv, jsonl, parquet; .gz ok) or - for stdin.")],
+    output: Annotated[str, opt.output("Output file (same format) or - for stdout.")],
     epsilon: Annotated[
         str,
-        typer.Option(
-            "--epsilon",
-            "-e",
-            help="Privacy parameter (> 0), or auto with --target: its meaning depends on the embedding and the "
-            "mechanism; every summary says how much of a typical text it leaves unchanged.",
+        opt.epsilon(
+            "Privacy parameter (> 0), or auto with --target: its meaning depends on the embedding and the "
+            "mechanism; every summary says how much of a typical text it leaves unchanged."
         ),
     ],
     mechanism: Annotated[
         str,
-        typer.Option(
-            "--mechanism",
-            "-m",
-            help=mechanism_flag_help("Default madlib (multivariate Laplace). ")
-            + " Their options are listed below, by mechanism.",
+        opt.mechanism(
+            mechanism_flag_help("Default madlib (multivariate Laplace). ")
+            + " Their options are listed below, by mechanism."
         ),
     ] = "madlib",
     column: Annotated[
-        list[str] | None,
-        typer.Option("--column", "-c", help="Text column to privatize (csv/tsv/jsonl/parquet); repeat for several."),
+        list[str] | None, opt.column("Text column to privatize (csv/tsv/jsonl/parquet); repeat for several.")
     ] = None,
     format: Annotated[
-        str | None,
-        typer.Option(
-            "--format", "-f", help="txt, csv, tsv, jsonl or parquet (default: from the file name; stdin: txt)."
-        ),
+        str | None, opt.file_format("txt, csv, tsv, jsonl or parquet (default: from the file name; stdin: txt).")
     ] = None,
     embedding: Annotated[
         str | None,
-        typer.Option(
-            "--embedding",
-            help="Embedding: GloVe/fastText text file, word2vec .bin(.gz) or a saved folder. "
-            "Default: built-in GloVe 6B 50-d.",
+        opt.embedding(
+            "Embedding: GloVe/fastText text file, word2vec .bin(.gz) or a saved folder. "
+            "Default: built-in GloVe 6B 50-d."
         ),
     ] = None,
-    vocab_size: Annotated[
-        int | None, typer.Option("--vocab-size", help="Keep only the N most frequent words of the embedding.")
-    ] = None,
-    vocabulary: VocabularyOpt = "words",
+    vocab_size: opt.VocabSizeOpt = None,
+    vocabulary: opt.VocabularyOpt = "words",
     oov: Annotated[
         str,
-        typer.Option(
-            "--oov",
-            help="Out-of-vocabulary words: random (default; a uniformly random vocabulary word, protected), "
-            "drop (removed with one adjacent space), or keep (released verbatim: NOT protected, warns).",
+        opt.oov(
+            "Out-of-vocabulary words: random (default; a uniformly random vocabulary word, protected), "
+            "drop (removed with one adjacent space), or keep (released verbatim: NOT protected, warns)."
         ),
     ] = "random",
     case: Annotated[
@@ -95,12 +82,8 @@ def privatize_cmd(
             "protected, warns).",
         ),
     ] = "sentence",
-    batch_size: Annotated[
-        int, typer.Option("--batch-size", help="Records per batch (memory is bounded by this).")
-    ] = 1000,
-    seed: Annotated[
-        int | None, typer.Option("--seed", help="Reproducible output for experiments. Seeded output is NOT private.")
-    ] = None,
+    batch_size: Annotated[int, opt.batch_size("Records per batch (memory is bounded by this).")] = 1000,
+    seed: Annotated[int | None, opt.seed("Reproducible output for experiments. Seeded output is NOT private.")] = None,
     target: Annotated[
         str | None,
         typer.Option(
@@ -111,7 +94,7 @@ def privatize_cmd(
             "is measured once, with a notice).",
         ),
     ] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")] = False,
+    quiet: Annotated[bool, opt.quiet("No progress bar or summary.")] = False,
     engine: Annotated[
         str,
         typer.Option(
@@ -135,7 +118,6 @@ def privatize_cmd(
     from ..privatizer import CASE_POLICIES, OOV_POLICIES, Privatizer
 
     eps_value = _epsilon_arg(epsilon, target)
-    check_mechanism_name(mechanism)
     options = mechanism_flags.for_mechanism(mechanism)  # fail fast on a flag that does not apply, before loading
     if oov not in OOV_POLICIES:
         raise InvalidParameterError("--oov", oov, "one of " + ", ".join(OOV_POLICIES))
@@ -148,20 +130,13 @@ def privatize_cmd(
         raise InvalidParameterError("--engine", engine, "local or spark[:MASTER]")
     if engine_name == "spark":
         t0 = time.perf_counter()
-        resolution = None
-        if eps_value == "auto":  # resolved once, on the driver; every executor gets the number
-            from ..calibrate.table import resolve_epsilon
-
-            resolution = resolve_epsilon(
-                load_embedding_option(embedding, vocab_size, vocabulary), mechanism, str(target), options
-            )
-            eps_value = resolution.epsilon
         priv, totals = _spark(
             input,
             output,
             format,
             column,
-            float(eps_value),
+            eps_value,
+            target,
             mechanism,
             options,
             embedding,
@@ -172,11 +147,6 @@ def privatize_cmd(
             seed,
             master or "local[*]",
         )
-        mech = priv.mechanism
-        if resolution is not None:
-            from ..calibrate.table import attach_resolution
-
-            attach_resolution(mech, resolution)
     else:
         detect_format(input, format)  # fail fast on an unknown format, before loading anything
         if input != "-" and not Path(input).is_file():
@@ -194,7 +164,6 @@ def privatize_cmd(
             priv = Privatizer(mech, oov=oov, case=case)
         from ..api import privatize_file
 
-        show = None if not quiet else False
         totals = privatize_file(
             input,
             output,
@@ -203,44 +172,49 @@ def privatize_cmd(
             format=format,
             batch_size=batch_size,
             random_state=seeded(seed) if seed is not None else None,
-            show_progress=show,
+            show_progress=None if not quiet else False,
             embedding=embedding,
             vocabulary=vocabulary,
         )
     if not quiet:
-        dt = time.perf_counter() - t0
+        _summary(priv, totals, mechanism, options, vocabulary, time.perf_counter() - t0)
+
+
+def _summary(priv: Any, totals: Any, mechanism: str, options: dict[str, Any], vocabulary: str, dt: float) -> None:
+    """The run's summary on stderr: counts, strength, parameters, policies and what is not protected."""
+    mech = priv.mechanism
+    err.print(
+        f"privatized {totals.texts:,} texts, {totals.tokens:,} word tokens "
+        f"({totals.changed:,} changed) with {mechanism} at epsilon={float(mech.epsilon):g} in {dt:.1f}s",
+        highlight=False,
+    )
+    _print_strength(mech, options)
+    err.print(f"mechanism parameters: {describe_parameters(mech.describe())}", highlight=False)
+    policy = priv.describe()
+    err.print(
+        f"policies: oov={priv.oov}, case={priv.case}, vocabulary={vocabulary} ({policy['vocabulary_size']:,} words)",
+        highlight=False,
+    )
+    for item in policy["not_protected"]:
+        style = "yellow" if item.endswith("=keep)") else "dim"
+        err.print(f"[{style}]not protected: {item}[/]", highlight=False)
+    if not _prepared(mech):
         err.print(
-            f"privatized {totals.texts:,} texts, {totals.tokens:,} word tokens "
-            f"({totals.changed:,} changed) with {mechanism} at epsilon={float(mech.epsilon):g} in {dt:.1f}s",
+            f"[dim]tip: `deniable prepare -m {mechanism}` builds this mechanism's tables for the whole "
+            "vocabulary once (input-independent, a few minutes, memory-mapped by later runs); "
+            "without them every new word costs a scan of the vocabulary[/]",
             highlight=False,
         )
-        _print_strength(mech, options)
-        err.print(f"mechanism parameters: {describe_parameters(mech.describe())}", highlight=False)
-        policy = priv.describe()
+    if totals.oov:
+        action = {
+            "keep": "kept as they were (NOT protected)",
+            "drop": "dropped",
+            "random": "replaced by random words",
+        }[priv.oov]
         err.print(
-            f"policies: oov={oov}, case={case}, vocabulary={vocabulary} ({policy['vocabulary_size']:,} words)",
+            f"[yellow]{totals.oov:,} out-of-vocabulary tokens ({totals.oov_rate:.1%}) were {action}[/]",
             highlight=False,
         )
-        for item in policy["not_protected"]:
-            style = "yellow" if item.endswith("=keep)") else "dim"
-            err.print(f"[{style}]not protected: {item}[/]", highlight=False)
-        if not _prepared(mech):
-            err.print(
-                f"[dim]tip: `deniable prepare -m {mechanism}` builds this mechanism's tables for the whole "
-                "vocabulary once (input-independent, a few minutes, memory-mapped by later runs); "
-                "without them every new word costs a scan of the vocabulary[/]",
-                highlight=False,
-            )
-        if totals.oov:
-            action = {
-                "keep": "kept as they were (NOT protected)",
-                "drop": "dropped",
-                "random": "replaced by random words",
-            }[oov]
-            err.print(
-                f"[yellow]{totals.oov:,} out-of-vocabulary tokens ({totals.oov_rate:.1%}) were {action}[/]",
-                highlight=False,
-            )
 
 
 def _epsilon_arg(epsilon: str, target: str | None) -> float | str:
@@ -285,7 +259,8 @@ def _spark(
     output: str,
     format: str | None,
     column: list[str] | None,
-    epsilon: float,
+    epsilon: float | str,
+    target: str | None,
     mechanism: str,
     options: dict[str, Any],
     embedding: str | None,
@@ -298,10 +273,16 @@ def _spark(
 ) -> tuple[Any, Any]:
     """``--engine spark``: a file or folder in, a partitioned folder (with its manifest) out."""
     from .._errors import DataError
+    from ..calibrate.table import attach_resolution, resolve_epsilon
     from ..integrations import BatchPrivatizer
     from ..integrations.spark import privatize_path
     from ..io import detect_format
 
+    resolution = None
+    if epsilon == "auto":  # resolved once, on the driver; every executor gets the number
+        emb = load_embedding_option(embedding, vocab_size, vocabulary)
+        resolution = resolve_epsilon(emb, mechanism, str(target), options)
+        epsilon = resolution.epsilon
     if input == "-" or output == "-":
         raise InvalidParameterError("--engine", "spark", "local when reading stdin or writing stdout")
     src = Path(input)
@@ -320,7 +301,7 @@ def _spark(
         warnings.simplefilter("ignore", NotPrivateWarning)
         batch = BatchPrivatizer(
             mechanism=mechanism,
-            epsilon=epsilon,
+            epsilon=float(epsilon),
             options=options,
             embedding=str(Path(embedding).resolve()) if embedding and Path(embedding).exists() else embedding,
             vocab_size=vocab_size,
@@ -331,7 +312,10 @@ def _spark(
             seed=seed,
         )
     stats = privatize_path(input, output, batch, format=fmt, master=master)
-    return batch.privatizer(), stats
+    priv = batch.privatizer()
+    if resolution is not None:
+        attach_resolution(priv.mechanism, resolution)
+    return priv, stats
 
 
 def _prepared(mech: Any) -> bool:

@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from . import _options as opt
 from ._common import app, err
 
 
@@ -22,10 +23,8 @@ def serve_cmd(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
     workers: Annotated[int, typer.Option(min=1, help="Worker processes (they share the memory-mapped data).")] = 1,
-    embedding: Annotated[
-        str | None, typer.Option("--embedding", help="Embedding path (overrides the config's).")
-    ] = None,
-    vocab_size: Annotated[int | None, typer.Option("--vocab-size", help="Keep the N most frequent words.")] = None,
+    embedding: Annotated[str | None, opt.embedding("Embedding path (overrides the config's).")] = None,
+    vocab_size: Annotated[int | None, opt.vocab_size("Keep the N most frequent words.")] = None,
     api_keys_file: Annotated[
         str | None,
         typer.Option("--api-keys-file", help="Require an API key: one per line (also $DENIABLE_API_KEYS[_FILE])."),
