@@ -284,8 +284,10 @@ def test_tem_is_prepared_and_history_free_before_ready(tmp_path: Any, monkeypatc
     state = client.app.state.deniable  # type: ignore[attr-defined]
     ((mech, _),) = [v for v in state.mechanisms.values() if v[0].name == "tem"]
     assert mech.history_free
-    # prepared before ready: the tables, the far bounds, and the envelope totals at the offered epsilon
-    assert sorted(a.kind for a in list_artefacts(mech.embedding)) == ["tem-far", "tem-knn", "tem-totals"]
+    # prepared before ready: the tables, the far bounds, the envelope totals at the offered epsilon,
+    # and the strength estimate /v1/mechanisms states (a one-point calibration of public tokens)
+    kinds = sorted(a.kind for a in list_artefacts(mech.embedding))
+    assert kinds == ["calibration", "tem-far", "tem-knn", "tem-totals"]
     assert mech._prepared.totals is not None and mech._prepared.memo is None
     assert mech._prepared.far is not None and mech._prepared.far.prefaulted
     before = (mech.cache_info(), dict(mech._totals))
