@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -114,8 +115,7 @@ def privatize_cmd(
     csv/tsv/jsonl/parquet, only the --column columns change; rows, order and
     every other column are kept.
     """
-    from ..io import detect_format
-    from ..privatizer import CASE_POLICIES, OOV_POLICIES, Privatizer
+    from ..privatizer import CASE_POLICIES, OOV_POLICIES
 
     eps_value = _epsilon_arg(epsilon, target)
     options = mechanism_flags.for_mechanism(mechanism)  # fail fast on a flag that does not apply, before loading
@@ -128,54 +128,26 @@ def privatize_cmd(
     engine_name, _, master = engine.partition(":")
     if engine_name not in ("local", "spark") or (engine_name == "local" and master):
         raise InvalidParameterError("--engine", engine, "local or spark[:MASTER]")
-    if engine_name == "spark":
-        t0 = time.perf_counter()
-        priv, totals = _spark(
-            input,
-            output,
-            format,
-            column,
-            eps_value,
-            target,
-            mechanism,
-            options,
-            embedding,
-            vocab_size,
-            vocabulary,
-            oov,
-            case,
-            seed,
-            master or "local[*]",
-        )
-    else:
-        detect_format(input, format)  # fail fast on an unknown format, before loading anything
-        if input != "-" and not Path(input).is_file():
-            from .._errors import DataError
-
-            raise DataError(f"input file {input} does not exist or is not a file")
-        warn_seed(seed)
-        t0 = time.perf_counter()
-        emb = load_embedding_option(embedding, vocab_size, vocabulary)
-        from ..mechanisms import make_mechanism
-
-        mech = make_mechanism(mechanism, emb, eps_value, target=target if eps_value == "auto" else None, **options)
-        with warnings.catch_warnings():  # the summary below states what is not protected
-            warnings.simplefilter("ignore", NotPrivateWarning)
-            priv = Privatizer(mech, oov=oov, case=case)
-        from ..api import privatize_file
-
-        totals = privatize_file(
-            input,
-            output,
-            priv,
-            columns=column,
-            format=format,
-            batch_size=batch_size,
-            random_state=seeded(seed) if seed is not None else None,
-            show_progress=None if not quiet else False,
-            embedding=embedding,
-            vocabulary=vocabulary,
-        )
+    run = _Run(
+        input=input,
+        output=output,
+        format=format,
+        column=column,
+        epsilon=eps_value,
+        target=target,
+        mechanism=mechanism,
+        options=options,
+        embedding=embedding,
+        vocab_size=vocab_size,
+        vocabulary=vocabulary,
+        oov=oov,
+        case=case,
+        seed=seed,
+        batch_size=batch_size,
+        quiet=quiet,
+    )
+    t0 = time.perf_counter()
+    priv, totals = _spark(run, master or "local[*]") if engine_name == "spark" else _local(run)
     if not quiet:
         _summary(priv, totals, mechanism, options, vocabulary, time.perf_counter() - t0)
 
@@ -254,64 +226,106 @@ def _print_strength(mech: Any, options: dict[str, Any]) -> None:
         err.print(f"[yellow]{warning}[/]", highlight=False)
 
 
-def _spark(
-    input: str,
-    output: str,
-    format: str | None,
-    column: list[str] | None,
-    epsilon: float | str,
-    target: str | None,
-    mechanism: str,
-    options: dict[str, Any],
-    embedding: str | None,
-    vocab_size: int | None,
-    vocabulary: str,
-    oov: str,
-    case: str,
-    seed: int | None,
-    master: str,
-) -> tuple[Any, Any]:
-    """``--engine spark``: a file or folder in, a partitioned folder (with its manifest) out."""
+@dataclass(frozen=True)
+class _Run:
+    """One run as the command line gives it: what either engine reads."""
+
+    input: str
+    output: str
+    format: str | None
+    column: list[str] | None
+    epsilon: float | str
+    target: str | None
+    mechanism: str
+    options: dict[str, Any]
+    embedding: str | None
+    vocab_size: int | None
+    vocabulary: str
+    oov: str
+    case: str
+    seed: int | None
+    batch_size: int
+    quiet: bool
+
+
+def _local(run: _Run) -> tuple[Any, Any]:
+    """``--engine local``: the file in this process, with its run manifest."""
+    from .._errors import DataError
+    from ..api import privatize_file
+    from ..io import detect_format
+    from ..mechanisms import make_mechanism
+    from ..privatizer import Privatizer
+
+    detect_format(run.input, run.format)  # fail fast on an unknown format, before loading anything
+    if run.input != "-" and not Path(run.input).is_file():
+        raise DataError(f"input file {run.input} does not exist or is not a file")
+    warn_seed(run.seed)
+    emb = load_embedding_option(run.embedding, run.vocab_size, run.vocabulary)
+    target = run.target if run.epsilon == "auto" else None
+    mech = make_mechanism(run.mechanism, emb, run.epsilon, target=target, **run.options)
+    with warnings.catch_warnings():  # the summary states what is not protected
+        warnings.simplefilter("ignore", NotPrivateWarning)
+        priv = Privatizer(mech, oov=run.oov, case=run.case)
+    totals = privatize_file(
+        run.input,
+        run.output,
+        priv,
+        columns=run.column,
+        format=run.format,
+        batch_size=run.batch_size,
+        random_state=seeded(run.seed) if run.seed is not None else None,
+        show_progress=None if not run.quiet else False,
+        embedding=run.embedding,
+        vocabulary=run.vocabulary,
+    )
+    return priv, totals
+
+
+def _spark(run: _Run, master: str) -> tuple[Any, Any]:
+    """``--engine spark`` on ``master``: a file or folder in, a partitioned folder (with its manifest)
+    out (Spark partitions the input: no ``--batch-size``)."""
     from .._errors import DataError
     from ..calibrate.table import attach_resolution, resolve_epsilon
     from ..integrations import BatchPrivatizer
     from ..integrations.spark import privatize_path
     from ..io import detect_format
 
+    epsilon = run.epsilon
     resolution = None
     if epsilon == "auto":  # resolved once, on the driver; every executor gets the number
-        emb = load_embedding_option(embedding, vocab_size, vocabulary)
-        resolution = resolve_epsilon(emb, mechanism, str(target), options)
+        emb = load_embedding_option(run.embedding, run.vocab_size, run.vocabulary)
+        resolution = resolve_epsilon(emb, run.mechanism, str(run.target), run.options)
         epsilon = resolution.epsilon
-    if input == "-" or output == "-":
+    if run.input == "-" or run.output == "-":
         raise InvalidParameterError("--engine", "spark", "local when reading stdin or writing stdout")
-    src = Path(input)
+    src = Path(run.input)
     if not src.exists():
-        raise DataError(f"input {input} does not exist")
-    if format is None and src.is_dir():
+        raise DataError(f"input {run.input} does not exist")
+    if run.format is None and src.is_dir():
         raise InvalidParameterError("--format", None, "parquet, csv, jsonl or txt for an input folder")
-    fmt = detect_format(input, format)
+    fmt = detect_format(run.input, run.format)
     if fmt == "tsv":
         raise InvalidParameterError("--format", fmt, "parquet, csv, jsonl or txt with --engine spark")
-    columns = ["value"] if fmt == "txt" else list(column or [])
+    columns = ["value"] if fmt == "txt" else list(run.column or [])
     if not columns:
         raise InvalidParameterError("--column", None, f"at least one text column for {fmt} input")
-    warn_seed(seed)
+    warn_seed(run.seed)
+    embedding = run.embedding
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NotPrivateWarning)
         batch = BatchPrivatizer(
-            mechanism=mechanism,
+            mechanism=run.mechanism,
             epsilon=float(epsilon),
-            options=options,
+            options=run.options,
             embedding=str(Path(embedding).resolve()) if embedding and Path(embedding).exists() else embedding,
-            vocab_size=vocab_size,
-            vocabulary=vocabulary,
-            oov=oov,
-            case=case,
+            vocab_size=run.vocab_size,
+            vocabulary=run.vocabulary,
+            oov=run.oov,
+            case=run.case,
             columns=tuple(columns),
-            seed=seed,
+            seed=run.seed,
         )
-    stats = privatize_path(input, output, batch, format=fmt, master=master)
+    stats = privatize_path(run.input, run.output, batch, format=fmt, master=master)
     priv = batch.privatizer()
     if resolution is not None:
         attach_resolution(priv.mechanism, resolution)
