@@ -45,11 +45,13 @@ def _type_checking_nodes(tree: ast.AST) -> set[int]:
     return skipped
 
 
-def _imports(path: Path) -> set[str]:
+def _imports(path: Path, *, packages: bool = True) -> set[str]:
     """Absolute names of the deniable modules that ``path`` imports (at any depth of the file).
 
     ``TYPE_CHECKING`` imports are left out; the module names in a ``_LAZY`` table (a package
-    facade's lazy exports, imported on first attribute access) are in.
+    facade's lazy exports, imported on first attribute access) are in. ``packages=False``:
+    ``from pkg import name`` gives ``pkg.name`` only (the submodule when ``name`` is one, which
+    :func:`_graph` resolves), not ``pkg`` itself as well.
     """
     tree = ast.parse(path.read_text(encoding="utf-8"))
     skipped = _type_checking_nodes(tree)
@@ -69,7 +71,8 @@ def _imports(path: Path) -> set[str]:
             else:
                 name = node.module or ""
             if name.startswith("deniable"):
-                found.add(name)
+                if packages:
+                    found.add(name)
                 found.update(f"{name}.{a.name}" for a in node.names)
         elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_LAZY" for t in node.targets):
             found.update(
@@ -94,7 +97,7 @@ def _graph(modules: dict[str, Path]) -> dict[str, set[str]]:
 
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
-        targets = {owner(m) for m in _imports(path)}
+        targets = {owner(m) for m in _imports(path, packages=False)}
         graph[name] = {t for t in targets if t is not None and t != name}
     return graph
 
