@@ -68,6 +68,8 @@ class Timing:
     margin: float = MARGIN
     floor_s: float = FLOOR_S
     clock: Callable[[], float] = time.monotonic
+    #: how :meth:`wait` sleeps (the library: ``time.sleep``; tests: a virtual clock)
+    sleep: Callable[[float], None] = time.sleep
     calibrations: dict[Hashable, Calibration] = field(default_factory=dict)
     budgets: dict[tuple[Hashable, int], float] = field(default_factory=dict)
     #: a class's budget may halve again (not below its first budget) after ``recover_after``
@@ -168,17 +170,19 @@ class Timing:
     def wait(self, key: Hashable, size: int, start: float) -> None:
         """Block until the release time of work of ``size`` units that started at ``start`` (now done)."""
         if self.enabled:
-            wait_until(self.release_at(key, size, start, self.clock()), self.clock)
+            wait_until(self.release_at(key, size, start, self.clock()), self.clock, self.sleep)
 
     def describe(self) -> dict[str, object]:
         """Public facts for ``/v1/mechanisms``: on or off (never a budget or a miss: they depend on past inputs)."""
         return {"padded": self.enabled}
 
 
-def wait_until(target: float, clock: Callable[[], float] = time.monotonic) -> None:
-    """``time.sleep`` until ``clock() >= target`` (a sleep may end a little early: loop)."""
+def wait_until(
+    target: float, clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep
+) -> None:
+    """``sleep`` until ``clock() >= target`` (a sleep may end a little early: loop)."""
     while True:
         left = target - clock()
         if left <= 0 or not math.isfinite(left):
             return
-        time.sleep(left)
+        sleep(left)

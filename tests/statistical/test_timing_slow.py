@@ -23,7 +23,7 @@ import pytest
 from scipy.stats import mannwhitneyu
 
 from conftest import make_tiny_embedding
-from deniable import NotPrivateWarning
+from deniable import NotPrivateWarning, Privatizer
 from deniable.mechanisms.tem import TruncatedExponential
 from deniable.mechanisms.tem._self_first import privatize_fast
 from deniable.mechanisms.truncated_gumbel import TruncatedGumbel
@@ -67,9 +67,13 @@ def _timed(mech: Any, ids: np.ndarray, rng: np.random.Generator, repeat: int) ->
     """The smallest latency of ``repeat`` calls (filters out preemption), and the first call's output."""
     best, first = np.inf, None
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        y = mech.privatize(ids, rng)
-        best = min(best, time.perf_counter() - t0)
+        if hasattr(mech, "timed"):
+            took, y = mech.timed(ids, rng)
+        else:
+            t0 = time.perf_counter()
+            y = mech.privatize(ids, rng)
+            took = time.perf_counter() - t0
+        best = min(best, took)
         first = y if first is None else first
     assert first is not None
     return best, first
@@ -116,23 +120,26 @@ def test_tem_kept_vs_changed_is_not_timed(tem_pair: dict[str, Any]) -> None:
     assert abs(mutant - 0.5) > BAND, f"the early-exit mutant was not detected (AUC {mutant:.3f})"
 
 
-def test_tem_one_vs_distinct_words_is_not_timed(tem_pair: dict[str, Any]) -> None:
-    v = tem_pair["history_free"].embedding.size
+def _one_vs_distinct(mechs: dict[str, Any], size: int, tokens: int, calls: int) -> dict[str, tuple[float, float]]:
+    """``name -> (median distinct / one, AUC)``: ``tokens`` copies of one word vs ``tokens`` distinct words."""
 
     def make(rng: np.random.Generator) -> tuple[int, np.ndarray]:
         label = int(rng.integers(2))
-        ids = rng.choice(v, 1000, replace=False) if label else np.repeat(rng.integers(v), 1000)
+        ids = rng.choice(size, tokens, replace=False) if label else np.repeat(rng.integers(size), tokens)
         return label, ids
 
-    lat = _interleaved(tem_pair, make, 80, repeat=3)
-    free, mutant = _ratio(lat["history_free"]), _ratio(lat["mutant"])
-    auc = _auc(lat["history_free"][0], lat["history_free"][1])
+    lat = _interleaved(mechs, make, calls, repeat=3)
+    return {name: (_ratio(by), _auc(by[0], by[1])) for name, by in lat.items()}
+
+
+def test_tem_one_vs_distinct_words_is_not_timed(tem_pair: dict[str, Any]) -> None:
+    got = _one_vs_distinct(tem_pair, tem_pair["history_free"].embedding.size, 1000, 80)
+    (free, auc), (mutant, _) = got["history_free"], got["mutant"]
     assert free < RATIO_FREE["tem"], f"history-free TEM: distinct words cost {free:.2f}x one word (AUC {auc:.3f})"
     assert mutant > RATIO_MUTANT["tem"], f"the dedup mutant was not detected ({mutant:.2f}x)"
 
 
-def test_truncated_gumbel_one_vs_distinct_words_is_not_timed() -> None:
-    emb = make_tiny_embedding(8000, 16, seed=6)
+def _gumbels(emb: Any) -> dict[str, TruncatedGumbel]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NotPrivateWarning)
         mechs = {
@@ -141,14 +148,46 @@ def test_truncated_gumbel_one_vs_distinct_words_is_not_timed() -> None:
         }
     for m in mechs.values():
         m.privatize(np.arange(50), np.random.default_rng(1))  # build the public artefacts, warm up
+    return mechs
 
-    def make(rng: np.random.Generator) -> tuple[int, np.ndarray]:
-        label = int(rng.integers(2))
-        ids = rng.choice(emb.size, 300, replace=False) if label else np.repeat(rng.integers(emb.size), 300)
-        return label, ids
 
-    lat = _interleaved(mechs, make, 40, repeat=3)
-    free, mutant = _ratio(lat["history_free"]), _ratio(lat["mutant"])
-    auc = _auc(lat["history_free"][0], lat["history_free"][1])
+def test_truncated_gumbel_one_vs_distinct_words_is_not_timed() -> None:
+    emb = make_tiny_embedding(8000, 16, seed=6)
+    got = _one_vs_distinct(dict(_gumbels(emb)), emb.size, 300, 40)
+    (free, auc), (mutant, _) = got["history_free"], got["mutant"]
     assert free < RATIO_FREE["truncated_gumbel"], f"history-free truncated_gumbel: {free:.2f}x (AUC {auc:.3f})"
     assert mutant > RATIO_MUTANT["truncated_gumbel"], f"the dedup mutant was not detected ({mutant:.2f}x)"
+
+
+class _Padded:
+    """``privatize(ids, rng)`` through ``Privatizer(mech, pad_time=pad)`` (text in, text out), as a user calls it."""
+
+    def __init__(self, mech: Any, pad: bool) -> None:
+        self.priv = Privatizer(mech, pad_time=pad)
+        self.emb = mech.embedding
+
+    def timed(self, ids: np.ndarray, rng: np.random.Generator) -> tuple[float, np.ndarray]:
+        """The latency of the Privatizer's call alone (the text is made before, read after)."""
+        text = " ".join(self.emb.words(ids))
+        t0 = time.perf_counter()
+        out = self.priv.privatize(text, rng)
+        took = time.perf_counter() - t0
+        return took, np.asarray(self.emb.tokenizer.tokenize([out]).ids)
+
+    def privatize(self, ids: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return self.timed(ids, rng)[1]
+
+
+def test_padding_hides_even_the_dedup_path() -> None:
+    # the library's padded mode (Privatizer(pad_time=True)) on truncated_gumbel's default path,
+    # whose work is proportional to the number of distinct words (16x here): padded, the AUC of
+    # one vs distinct words must be near 0.5; the same mechanism unpadded is the twin that must fail
+    emb = make_tiny_embedding(8000, 16, seed=7)
+    dedup = _gumbels(emb)["mutant"]
+    mechs = {"padded": _Padded(dedup, True), "unpadded": _Padded(dedup, False)}
+    for m in mechs.values():
+        m.privatize(np.arange(300), np.random.default_rng(2))  # the padding's calibration (public words)
+    got = _one_vs_distinct(dict(mechs), emb.size, 300, 40)
+    (ratio, auc), (_, bare) = got["padded"], got["unpadded"]
+    assert abs(auc - 0.5) < BAND, f"padded: latency tells one from distinct words (AUC {auc:.3f}, {ratio:.3f}x)"
+    assert abs(bare - 0.5) > BAND, f"the unpadded twin was not detected (AUC {bare:.3f})"
