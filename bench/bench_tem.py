@@ -14,9 +14,13 @@ Usage:
                               [--precompute 50000 --precompute-epsilons 10,20 --big-tokens 1000000]
 
 ``--precompute V`` / ``--knn-all V`` add the prepared set-up: the k-NN tables of ALL V
-most frequent words built once (``deniable.prepare``, module ``deniable.artefacts``), then the throughput of a fresh
+most frequent words built once (``deniable.prepare``, module ``deniable.preparation``), then the throughput of a fresh
 mechanism (and of a history-free one) reading them, on a big batch of IMDb tokens
 (restricted to that vocabulary).
+
+No column here compares with MLDP: a ratio to a peer must measure the peer in the same run
+(``bench/bench_tem_warm.py`` runs MLDP's TEM beside deniable's, round by round). The
+"x MLDP (4/s)" columns of earlier docs divided by a constant and are no longer produced.
 """
 
 from __future__ import annotations
@@ -161,7 +165,6 @@ def main() -> None:
                         "in-vocab tokens": tokens,
                         "seconds (build incl.)": dt,
                         "tok/s": tokens / dt,
-                        "x MLDP (4/s)": tokens / dt / 4,
                         "written MB": dir_size(Path(cache)) / 2**20,
                         "peak RSS MB": peak_rss_mb(),
                     },

@@ -70,6 +70,18 @@ def make_toy_embedding() -> Embedding:
     return Embedding(words, np.array(vecs, dtype=np.float32), name="toy")
 
 
+#: the words of :func:`two_topic_corpus`: three of sport, three of space
+TOPIC_WORDS = ("hockey", "puck", "goal", "nasa", "rocket", "orbit")
+
+
+def two_topic_corpus(n: int = 40, seed: int = 1) -> tuple[list[str], list[str]]:
+    """``n`` short texts alternating between two topics (sport, space) of three words each, and their labels."""
+    words = list(TOPIC_WORDS)
+    rng = np.random.default_rng(seed)
+    texts = [" ".join(rng.choice(words[:3] if i % 2 else words[3:], size=8)) for i in range(n)]
+    return texts, ["sport" if i % 2 else "space" for i in range(n)]
+
+
 def write_labelled_csvs(
     root: Path,
     row: Callable[[int, np.random.Generator], list[str]],

@@ -274,17 +274,15 @@ def test_evaluate_cli_on_shared_data(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 def test_run_evaluation_skips_too_dense_private_conditions() -> None:
     pytest.importorskip("sklearn")
+    from conftest import TOPIC_WORDS, two_topic_corpus
     from deniable.bow import Vocabulary
     from deniable.experiments.topics import EvalConfig, markdown_table, run_evaluation
 
-    words = ["hockey", "puck", "goal", "nasa", "rocket", "orbit"]
-    rng = np.random.default_rng(1)
-    texts = [" ".join(rng.choice(words[:3] if i % 2 else words[3:], size=8)) for i in range(40)]
-    labels = ["sport" if i % 2 else "space" for i in range(40)]
+    texts, labels = two_topic_corpus()
     cfg = EvalConfig(
         n_docs=40, epsilons=(0.5, 50.0), precisions=(1.0,), strategies=("none",), lda_iter=2, max_nonzero=150
     )
-    results = run_evaluation(cfg, texts=texts, labels=labels, vocabulary=Vocabulary(tuple(words)))
+    results = run_evaluation(cfg, texts=texts, labels=labels, vocabulary=Vocabulary(TOPIC_WORDS))
     rows = results.wide(extra=("note",))
     clean = next(r for r in rows if r["kind"] == "clean")
     assert clean["strategy"] == "none" and clean["jaccard"] == 1.0  # the reference fit, reused

@@ -10,6 +10,7 @@ import pytest
 import scipy.sparse as sp
 from scipy import stats
 
+from conftest import TOPIC_WORDS, two_topic_corpus
 from deniable import InvalidParameterError
 from deniable.bow import SynTF, Vocabulary, neighbour_similarity
 
@@ -84,14 +85,11 @@ def test_topic_evaluation_has_syntf_rows_beside_lplp() -> None:
     pytest.importorskip("sklearn")
     from deniable.experiments.topics import EvalConfig, run_evaluation
 
-    words = ["hockey", "puck", "goal", "nasa", "rocket", "orbit"]
-    rng = np.random.default_rng(1)
-    texts = [" ".join(rng.choice(words[:3] if i % 2 else words[3:], size=8)) for i in range(40)]
-    labels = ["sport" if i % 2 else "space" for i in range(40)]
+    texts, labels = two_topic_corpus()
     cfg = EvalConfig(
         n_docs=40, epsilons=(50.0,), precisions=(1.0,), strategies=("none",), lda_iter=2, syntf_lengths=(8,)
     )
-    rows = run_evaluation(cfg, texts=texts, labels=labels, vocabulary=Vocabulary(tuple(words))).wide()
+    rows = run_evaluation(cfg, texts=texts, labels=labels, vocabulary=Vocabulary(TOPIC_WORDS)).wide()
     syn = [r for r in rows if r["strategy"] == "syntf"]
     assert len(syn) == 1 and syn[0]["kind"] == "private" and syn[0]["precision"] == 8
     assert 0.0 <= syn[0]["accuracy"] <= 1.0

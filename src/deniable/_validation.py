@@ -63,6 +63,13 @@ def _range_text(minimum: int, maximum: int | None) -> str:
     return f"an integer in [{minimum}, {maximum}]"
 
 
+def check_bool(name: str, value: object) -> bool:
+    """``True`` or ``False`` (not a truthy number or string)."""
+    if not isinstance(value, bool):
+        raise InvalidParameterError(name, value, "True or False")
+    return value
+
+
 def check_choice(name: str, value: object, choices: Iterable[str]) -> str:
     """One of a fixed set of names."""
     options = list(choices)

@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import InvalidParameterError
-from .._validation import check_epsilon, check_int
+from .._validation import check_bool, check_epsilon, check_int
 from ..embedding import Embedding
 from ..metrics import unit_rows
 from ._options import Option
@@ -126,8 +126,7 @@ class CusText(Mechanism):
             raise InvalidParameterError("embedding", type(self.embedding).__name__, "a deniable.Embedding")
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "k", check_int("k", self.k, minimum=1))
-        if not isinstance(self.cache, bool):
-            raise InvalidParameterError("cache", self.cache, "True or False")
+        check_bool("cache", self.cache)
         _ = self.embedding.vectors
         stop = np.zeros(self.embedding.size, dtype=bool)
         if self.keep_stopwords:

@@ -41,7 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import InvalidParameterError, NotPrivateWarning
-from .._validation import check_epsilon, check_int
+from .._validation import check_bool, check_epsilon, check_int
 from ..embedding import Embedding
 from ._options import Option
 from .base import Mechanism
@@ -293,8 +293,7 @@ class TruncatedGumbel(Mechanism):
             raise InvalidParameterError("embedding", type(self.embedding).__name__, "a deniable.Embedding")
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "batch_size", check_int("batch_size", self.batch_size, minimum=1))
-        if not isinstance(self.history_free, bool):
-            raise InvalidParameterError("history_free", self.history_free, "True or False")
+        check_bool("history_free", self.history_free)
         if self.embedding.size < 2:
             raise InvalidParameterError("embedding", f"{self.embedding.size} word(s)", "at least two words")
         _ = self.embedding.vectors  # a code-only artefact has none and says so here

@@ -14,6 +14,7 @@ Madlib noise, ``epsilon * d_M`` for Mahalanobis noise).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -86,14 +87,10 @@ class Vickrey(Mechanism):
         Option(
             "t", float, 0.5, low=0.0, high=1.0, client=True, flag="--vickrey-t", help="weight of the second neighbour"
         ),
-        Option(
-            "lam",
-            float,
-            None,
-            low=0.0,
-            high=1.0,
-            client=True,
-            flag="--lambda",
+        # Mahalanobis's lambda, unset by default
+        dataclasses.replace(
+            next(o for o in Mahalanobis.options if o.name == "lam"),
+            default=None,
             help="unset: madlib noise; a number in [0, 1]: mahalanobis noise with that lambda",
         ),
         *MultivariateLaplace.options,  # the decode: index, batch_size, index_options

@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..._errors import InvalidParameterError, ResourceLimitError
-from ..._validation import check_epsilon, check_int, check_positive, check_probability
+from ..._validation import check_bool, check_epsilon, check_int, check_positive, check_probability
 from ...embedding import Embedding, Vocabulary
 from ...metrics import check_metric
 from ..base import Mechanism
@@ -249,8 +249,7 @@ class TruncatedExponential(Mechanism):
             object.__setattr__(self, "_gamma_from", "given")
         object.__setattr__(self, "gamma", float(gamma))
         for flag in ("cache", "history_free"):
-            if not isinstance(getattr(self, flag), bool):
-                raise InvalidParameterError(flag, getattr(self, flag), "True or False")
+            check_bool(flag, getattr(self, flag))
         for name in ("table_max", "memory_bytes", "disk_bytes", "block_bytes"):
             object.__setattr__(self, name, check_int(name, getattr(self, name), minimum=1))
         v = self.embedding.size
