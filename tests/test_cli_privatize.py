@@ -274,3 +274,36 @@ def test_tem_suggests_prepare_until_prepared(
     assert code == 0 and "deniable prepare -m tem" not in err  # (the strength line may suggest --calibration)
     code, _, err = run([*args, "-q"], capsys)  # quiet: no summary, no tip
     assert code == 0 and err == ""
+
+
+def test_run_key_file_reproduces_a_run_and_input_label_names_it(
+    emb_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import os
+    import stat
+
+    from deniable.api import manifest_path, read_manifest
+
+    src = tmp_path / "in.txt"
+    src.write_text("the hockey game was great\nnasa launched a rocket\n" * 20, encoding="utf-8")
+    key = tmp_path / "run.key"
+    args = ["--epsilon", "2", "--embedding", str(emb_dir), "-q", "--run-key-file", str(key)]
+    outs = []
+    for j in range(2):
+        dst = tmp_path / f"out{j}.txt"
+        code, _, err = run(["privatize", str(src), "-o", str(dst), *args, "--input-label", "tickets-2026"], capsys)
+        assert code == 0, err
+        outs.append(dst.read_text(encoding="utf-8"))
+    assert stat.S_IMODE(os.stat(key).st_mode) == 0o600  # written by the first run, readable by its owner only
+    assert outs[0] == outs[1] and outs[0] != src.read_text(encoding="utf-8")  # the same release, recomputed
+    code, _, _ = run(["privatize", str(src), "-o", str(tmp_path / "fresh.txt"), *args[:4], "-q"], capsys)
+    assert code == 0 and (tmp_path / "fresh.txt").read_text(encoding="utf-8") != outs[0]  # no key: a new run
+    releases = [read_manifest(manifest_path(tmp_path / f"out{j}.txt"))["release"] for j in range(2)]
+    assert releases[0]["run_key_id"] == releases[1]["run_key_id"] and releases[0]["input"] == "dataset:tickets-2026"
+    assert key.read_text().strip() not in manifest_path(tmp_path / "out0.txt").read_text()  # the secret never written
+    # a damaged key file and a seed with a key are errors naming the flag
+    key.write_text("not a key\n")
+    code, _, err = run(["privatize", str(src), "-o", str(tmp_path / "x.txt"), *args], capsys)
+    assert code == 2 and "--run-key-file" in err
+    code, _, err = run(["privatize", str(src), "-o", str(tmp_path / "x.txt"), *args, "--seed", "1"], capsys)
+    assert code == 2 and "--run-key-file" in err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 import warnings
 from dataclasses import dataclass
@@ -95,6 +96,25 @@ def privatize_cmd(
             "is measured once, with a notice).",
         ),
     ] = None,
+    run_key_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--run-key-file",
+            help="Reproduce a run: read its secret run key from this file, or, when the file does not exist, "
+            "write this run's fresh key there (mode 0600). The same key over the SAME input (and --batch-size) "
+            "gives the same release, so recomputing it is not a second release; whoever holds the key can "
+            "recompute the noise: keep it like a password. Default: a fresh key from the OS, never written.",
+        ),
+    ] = None,
+    input_label: Annotated[
+        str | None,
+        typer.Option(
+            "--input-label",
+            help="Name of the input in the run manifest's ledger entry (e.g. customers-2026), so that "
+            "`deniable inspect-manifest --budget` adds up releases of the same data under different paths. "
+            "Default: a hash of the input path.",
+        ),
+    ] = None,
     quiet: Annotated[bool, opt.quiet("No progress bar or summary.")] = False,
     engine: Annotated[
         str,
@@ -128,6 +148,8 @@ def privatize_cmd(
     engine_name, _, master = engine.partition(":")
     if engine_name not in ("local", "spark") or (engine_name == "local" and master):
         raise InvalidParameterError("--engine", engine, "local or spark[:MASTER]")
+    if run_key_file is not None and seed is not None:
+        raise InvalidParameterError("--run-key-file", "with --seed", "one of --run-key-file or --seed")
     run = _Run(
         input=input,
         output=output,
@@ -145,6 +167,8 @@ def privatize_cmd(
         seed=seed,
         batch_size=batch_size,
         quiet=quiet,
+        run_key=_run_key(run_key_file),
+        input_label=input_label,
     )
     t0 = time.perf_counter()
     priv, totals = _spark(run, master or "local[*]") if engine_name == "spark" else _local(run)
@@ -187,6 +211,32 @@ def _summary(priv: Any, totals: Any, mechanism: str, options: dict[str, Any], vo
             f"[yellow]{totals.oov:,} out-of-vocabulary tokens ({totals.oov_rate:.1%}) were {action}[/]",
             highlight=False,
         )
+
+
+def _run_key(path: Path | None) -> Any:
+    """``--run-key-file``: the key stored there, or a fresh one written there (0600, atomically); None without it."""
+    from .._errors import DataError
+    from .._random import RunKey
+
+    if path is None:
+        return None
+    if path.exists():
+        try:
+            return RunKey.check(path.read_text(encoding="ascii").strip())
+        except (OSError, UnicodeDecodeError):
+            raise DataError(f"--run-key-file {path}: unreadable") from None
+        except InvalidParameterError:
+            raise InvalidParameterError(
+                "--run-key-file", str(path), "a file holding a run key (64 hex digits)"
+            ) from None
+    key = RunKey.new()
+    try:  # created here, readable by its owner only; never overwrites a key
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return _run_key(path)
+    with os.fdopen(fd, "w", encoding="ascii") as fh:
+        fh.write(key.hex() + "\n")
+    return key
 
 
 def _epsilon_arg(epsilon: str, target: str | None) -> float | str:
@@ -246,6 +296,8 @@ class _Run:
     seed: int | None
     batch_size: int
     quiet: bool
+    run_key: Any = None  # a deniable.RunKey, or None: fresh from the OS
+    input_label: str | None = None
 
 
 def _local(run: _Run) -> tuple[Any, Any]:
@@ -277,6 +329,8 @@ def _local(run: _Run) -> tuple[Any, Any]:
         show_progress=None if not run.quiet else False,
         embedding=run.embedding,
         vocabulary=run.vocabulary,
+        run_key=run.run_key,
+        input_label=run.input_label,
     )
     return priv, totals
 
@@ -324,8 +378,9 @@ def _spark(run: _Run, master: str) -> tuple[Any, Any]:
             case=run.case,
             columns=tuple(columns),
             seed=run.seed,
+            run_key=run.run_key,
         )
-    stats = privatize_path(run.input, run.output, batch, format=fmt, master=master)
+    stats = privatize_path(run.input, run.output, batch, format=fmt, master=master, input_label=run.input_label)
     priv = batch.privatizer()
     if resolution is not None:
         attach_resolution(priv.mechanism, resolution)
