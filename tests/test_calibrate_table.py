@@ -362,3 +362,10 @@ def test_the_strength_estimate_is_measured_once_and_stored(monkeypatch: pytest.M
     assert len(stored) == 1 and stored[0].params["epsilons"] == [2.0] and stored[0].params["tokens"] == 1024
     strength(make_mechanism("madlib", emb, 3.0))  # another epsilon: another point
     assert len(calls) == 2
+
+
+def test_a_default_mechanism_reads_the_table_prepared_for_its_defaults() -> None:
+    # TEM derives gamma from beta; the table is keyed by the options as given ({}), not by that gamma
+    emb = make_tiny_embedding(400, 4, seed=92)
+    obtain_table(emb, "tem", {})
+    assert strength(make_mechanism("tem", emb, 4.0)).source.startswith("calibration table")

@@ -60,7 +60,7 @@ def emb() -> Embedding:
 
 def _virtual(priv: Privatizer) -> Timing:
     """Give ``priv`` a schedule on the virtual clock, calibrated as the library does (public words)."""
-    timing = Timing(timeout_s=float("inf"), clock=CLOCK, sleep=CLOCK.sleep)
+    timing = Timing(timeout_s=float("inf"), clock=CLOCK, sleep=CLOCK.sleep, spin_s=0)
 
     def measure(n: int, probe: int) -> float:
         before = CLOCK.now

@@ -29,6 +29,8 @@ __all__ = ["FLOOR_S", "MARGIN", "Calibration", "Timing", "class_top", "size_clas
 MARGIN = 2.0
 #: Added to every budget: the event loop's own jitter (scheduling, the thread hop, JSON).
 FLOOR_S = 0.004
+#: The library's final spin before a release time (see :attr:`Timing.spin_s`).
+SPIN_S = 0.0005
 
 
 def size_class(size: int) -> int:
@@ -70,6 +72,10 @@ class Timing:
     clock: Callable[[], float] = time.monotonic
     #: how :meth:`wait` sleeps (the library: ``time.sleep``; tests: a virtual clock)
     sleep: Callable[[float], None] = time.sleep
+    #: :meth:`wait` sleeps until this long before the release time, then spins on the clock: a
+    #: sleep's wake-up is late by a jitter that depends on how long it slept (that is, on how
+    #: fast the work was), a spin is not (0: sleep all the way, e.g. on a virtual clock)
+    spin_s: float = SPIN_S
     calibrations: dict[Hashable, Calibration] = field(default_factory=dict)
     budgets: dict[tuple[Hashable, int], float] = field(default_factory=dict)
     #: a class's budget may halve again (not below its first budget) after ``recover_after``
@@ -170,7 +176,7 @@ class Timing:
     def wait(self, key: Hashable, size: int, start: float) -> None:
         """Block until the release time of work of ``size`` units that started at ``start`` (now done)."""
         if self.enabled:
-            wait_until(self.release_at(key, size, start, self.clock()), self.clock, self.sleep)
+            wait_until(self.release_at(key, size, start, self.clock()), self.clock, self.sleep, self.spin_s)
 
     def describe(self) -> dict[str, object]:
         """Public facts for ``/v1/mechanisms``: on or off (never a budget or a miss: they depend on past inputs)."""
@@ -178,11 +184,15 @@ class Timing:
 
 
 def wait_until(
-    target: float, clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep
+    target: float,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    spin_s: float = 0.0,
 ) -> None:
-    """``sleep`` until ``clock() >= target`` (a sleep may end a little early: loop)."""
+    """``sleep`` until ``spin_s`` before ``clock() >= target``, then spin (a sleep may also end early: loop)."""
     while True:
         left = target - clock()
         if left <= 0 or not math.isfinite(left):
             return
-        sleep(left)
+        if left > spin_s:
+            sleep(left - spin_s)

@@ -629,20 +629,27 @@ def strength(mech: Mechanism, *, options: Mapping[str, Any] | None = None) -> St
     """How strong ``mech`` is on its embedding: the prepared table's value at its epsilon, else an
     estimate now from :data:`POINT_TOKENS` public reference tokens (memoized on ``mech``).
 
-    ``options``: the registry options ``mech`` was built with (default: read off ``mech``).
+    ``options``: the registry options ``mech`` was built with (default: those
+    :func:`~deniable.mechanisms.make_mechanism` recorded, else read off ``mech``).
     """
     return mech._artefact("_calibration_strength", lambda: _strength(mech, options))
 
 
 def _strength(mech: Mechanism, options: Mapping[str, Any] | None) -> Strength:
     from ..artefacts import ArtefactError
+    from ..mechanisms._options import options_given
+
+    if options is None:  # the options as given to make_mechanism (not the values it derived)
+        options = options_given(mech)
 
     name = mech.name
     eps = float(mech.epsilon)
     res = resolution_of(mech)
     table = None
     try:
-        table = open_table(mech.embedding, name, table_key_options(name, options, None if options else mech))
+        table = open_table(
+            mech.embedding, name, table_key_options(name, options, None if options is not None else mech)
+        )
     except (_Unkeyable, ArtefactError):
         table = None
     if res is not None:
@@ -677,7 +684,7 @@ def _point(mech: Mechanism, options: Mapping[str, Any] | None) -> tuple[Calibrat
 
     ids = reference_ids(mech.embedding.size, POINT_TOKENS)
     try:
-        key = table_key_options(mech.name, options, None if options else mech)
+        key = table_key_options(mech.name, options, None if options is not None else mech)
     except _Unkeyable:
         return evaluate_point(mech, ids), False
     log.info("deniable: estimating %s's strength at epsilon %g from public reference tokens", mech.name, mech.epsilon)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._errors import InvalidParameterError
+from ._options import record_options
 from .registry import _shown, check_epsilon_option, mechanism_class, validate_options
 
 if TYPE_CHECKING:
@@ -31,7 +32,9 @@ def make_mechanism(
     text's tokens released unchanged) takes the epsilon from the calibration table of
     ``name`` on ``embedding`` (public data only; measured and stored once when it was not
     prepared): see :mod:`deniable.calibrate.table`. The choice is recorded on the mechanism
-    (``deniable.calibrate.table.resolution_of``) for summaries and manifests.
+    (``deniable.calibrate.table.resolution_of``) for summaries and manifests, and so are the
+    options as given (``_options.options_given``: what a calibration table is keyed by, before
+    the mechanism derives any, e.g. TEM's gamma from beta).
     """
     cls = mechanism_class(name)
     checked = validate_options(name, options)
@@ -43,8 +46,9 @@ def make_mechanism(
         resolution = resolve_epsilon(embedding, name, parse_target(target), checked)
         mech = cls(embedding, epsilon=resolution.epsilon, **checked)  # type: ignore[call-arg]
         attach_resolution(mech, resolution)
-        return mech
-    if target is not None:
-        raise InvalidParameterError("target", _shown(target, False), 'given only with epsilon="auto"')
-    eps = check_epsilon_option(epsilon)
-    return cls(embedding, epsilon=eps, **checked)  # type: ignore[call-arg]
+    else:
+        if target is not None:
+            raise InvalidParameterError("target", _shown(target, False), 'given only with epsilon="auto"')
+        mech = cls(embedding, epsilon=check_epsilon_option(epsilon), **checked)  # type: ignore[call-arg]
+    record_options(mech, checked)
+    return mech

@@ -17,7 +17,15 @@ from typing import Any
 
 from .._errors import InvalidParameterError, NotPrivateWarning
 
-__all__ = ["EPSILON", "EPSILON_HUGE", "OPTION_TYPES", "Option", "check_epsilon_option"]
+__all__ = [
+    "EPSILON",
+    "EPSILON_HUGE",
+    "OPTION_TYPES",
+    "Option",
+    "check_epsilon_option",
+    "options_given",
+    "record_options",
+]
 
 
 #: Declared option types (a ``bool`` is never accepted as a number).
@@ -208,3 +216,14 @@ def check_epsilon_option(value: object, *, client: bool = False, name: str = "ep
             stacklevel=3,
         )
     return eps
+
+
+def record_options(mech: object, options: Mapping[str, Any]) -> None:
+    """Record on ``mech`` the validated options it was built with (:func:`~deniable.mechanisms.make_mechanism`)."""
+    object.__setattr__(mech, "_options_given", dict(options))
+
+
+def options_given(mech: object) -> dict[str, Any] | None:
+    """The options as given to ``make_mechanism`` (before the mechanism derived any), or None: built otherwise."""
+    found = getattr(mech, "__dict__", {}).get("_options_given")
+    return dict(found) if isinstance(found, dict) else None
