@@ -303,7 +303,7 @@ def test_hold_sleeps_until_the_release_time() -> None:
         slept.append(s)
         now[0] += s
 
-    t = Timing(timeout_s=1.0, margin=1.0, floor_s=0.0, clock=lambda: now[0])
+    t = Timing(timeout_s=1.0, margin=1.0, floor_s=0.0, clock=lambda: now[0], spin_s=0.0)
     t.calibrate("k", lambda n, p: 0.1, units=1, repeats=1)
     original = asyncio.sleep
     asyncio.sleep = fake_sleep  # type: ignore[assignment]

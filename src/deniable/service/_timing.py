@@ -52,6 +52,7 @@ import asyncio
 import math
 import time
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 
 from .._padding import FLOOR_S, MARGIN, Calibration, class_top, size_class
 from .._padding import Timing as Schedule
@@ -59,26 +60,35 @@ from .._padding import Timing as Schedule
 __all__ = ["FLOOR_S", "MARGIN", "Calibration", "Timing", "class_top", "size_class"]
 
 
+#: The last stretch before a release time is waited by yielding to the event loop (``sleep(0)``)
+#: instead of a timer: the loop's timers wake late by up to its selector's 1 ms granularity, by
+#: an amount that depends on how long they slept (that is, on how fast the work was).
+SPIN_S = 0.002
+
+
+@dataclass
 class Timing(Schedule):
     """The service's schedule (:class:`deniable._padding.Timing`), held with ``asyncio.sleep``."""
+
+    spin_s: float = SPIN_S  # the last stretch yields to the event loop (see :data:`SPIN_S`)
 
     async def hold(self, key: Hashable, size: int, start: float) -> None:
         """Sleep until the release time of work of ``size`` units that started at ``start`` (now done)."""
         if not self.enabled:
             return
         target = self.release_at(key, size, start, self.clock())
-        await sleep_until(target, self.clock)
+        await sleep_until(target, self.clock, self.spin_s)
 
     async def hold_until(self, target: float) -> None:
         """Sleep until ``target`` (a deadline: the answer of a stopped request)."""
         if self.enabled:
-            await sleep_until(target, self.clock)
+            await sleep_until(target, self.clock, self.spin_s)
 
 
-async def sleep_until(target: float, clock: Callable[[], float] = time.monotonic) -> None:
-    """``asyncio.sleep`` until ``clock() >= target`` (the loop's timer may wake a little early: loop)."""
+async def sleep_until(target: float, clock: Callable[[], float] = time.monotonic, spin_s: float = SPIN_S) -> None:
+    """``asyncio.sleep`` until ``spin_s`` before ``clock() >= target``, then yield to the loop until it is."""
     while True:
         left = target - clock()
         if left <= 0 or not math.isfinite(left):
             return
-        await asyncio.sleep(left)
+        await asyncio.sleep(left - spin_s if left > spin_s else 0)
