@@ -248,7 +248,12 @@ def peak_rss() -> Iterator[_Peak]:
     block touches: numpy buffers, artefacts built on first use (neighbour tables, output sets)
     and pages of the memory-mapped embedding read for the first time. Elsewhere: NaN.
     """
+    import gc
+
     peak = _Peak()
+    # garbage of earlier work collected now, not during the block: freed there, it would lower
+    # the resident set under the block's own allocations and hide their peak
+    gc.collect()
     try:
         with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
             fh.write("5")
