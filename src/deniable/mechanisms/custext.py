@@ -24,7 +24,6 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from .._errors import InvalidParameterError
 from .._validation import check_bool, check_epsilon, check_int
 from ..embedding import Embedding
 from ..metrics import unit_rows
@@ -123,7 +122,7 @@ class CusText(Mechanism):
 
     def __post_init__(self) -> None:
         if not isinstance(self.embedding, Embedding):
-            raise InvalidParameterError("embedding", type(self.embedding).__name__, "a deniable.Embedding")
+            raise Embedding.type_error(self.embedding)  # a device vocabulary: "holds binary codes only"
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "k", check_int("k", self.k, minimum=1))
         check_bool("cache", self.cache)

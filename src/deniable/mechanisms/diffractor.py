@@ -205,7 +205,7 @@ class Diffractor(Mechanism):
 
     def __post_init__(self) -> None:
         if not isinstance(self.embedding, Embedding):
-            raise InvalidParameterError("embedding", type(self.embedding).__name__, "a deniable.Embedding")
+            raise Embedding.type_error(self.embedding)  # a device vocabulary: "holds binary codes only"
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "noise", check_choice("noise", self.noise, NOISES))
         object.__setattr__(self, "gamma", _check_gamma(self.gamma))

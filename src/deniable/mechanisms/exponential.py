@@ -19,7 +19,6 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from .._errors import InvalidParameterError
 from .._validation import check_epsilon, check_int
 from ..embedding import Embedding
 from ..metrics import angular_from_cos, check_metric, distances_to, euclidean_from_squares, unit_rows
@@ -151,7 +150,7 @@ class ExponentialMechanism(Mechanism):
 
     def __post_init__(self) -> None:
         if not isinstance(self.embedding, Embedding):
-            raise InvalidParameterError("embedding", type(self.embedding).__name__, "a deniable.Embedding")
+            raise Embedding.type_error(self.embedding)  # a device vocabulary: "holds binary codes only"
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "metric", check_metric(self.metric, EM_METRICS))
         object.__setattr__(self, "block_bytes", check_int("block_bytes", self.block_bytes, minimum=1))
