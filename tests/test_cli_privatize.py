@@ -295,6 +295,7 @@ def test_run_key_file_reproduces_a_run_and_input_label_names_it(
         assert code == 0, err
         outs.append(dst.read_text(encoding="utf-8"))
     assert stat.S_IMODE(os.stat(key).st_mode) == 0o600  # written by the first run, readable by its owner only
+    assert not list(tmp_path.glob(".run.key.*"))  # written through a temporary, which is gone
     assert outs[0] == outs[1] and outs[0] != src.read_text(encoding="utf-8")  # the same release, recomputed
     code, _, _ = run(["privatize", str(src), "-o", str(tmp_path / "fresh.txt"), *args[:4], "-q"], capsys)
     assert code == 0 and (tmp_path / "fresh.txt").read_text(encoding="utf-8") != outs[0]  # no key: a new run

@@ -645,13 +645,16 @@ def _strength(mech: Mechanism, options: Mapping[str, Any] | None) -> Strength:
     name = mech.name
     eps = float(mech.epsilon)
     res = resolution_of(mech)
-    table = None
     try:
-        table = open_table(
-            mech.embedding, name, table_key_options(name, options, None if options is not None else mech)
-        )
-    except (_Unkeyable, ArtefactError):
-        table = None
+        key: dict[str, Any] | None = table_key_options(name, options, None if options is not None else mech)
+    except _Unkeyable:
+        key = None
+    table = None
+    if key is not None:
+        try:
+            table = open_table(mech.embedding, name, key)
+        except ArtefactError:
+            table = None
     if res is not None:
         p = res.point
         return Strength(
@@ -663,7 +666,7 @@ def _strength(mech: Mechanism, options: Mapping[str, Any] | None) -> Strength:
         src = f"calibration table, {table.tokens:,} public reference tokens, {how}"
         sim = next((p.similarity for p in table.points if p.epsilon == eps), None)
         return Strength(name, eps, est, hi, src, None, sim)
-    p, stored = _point(mech, options)
+    p, stored = _point(mech, key)
     return Strength(
         name, eps, p.unchanged, p.unchanged_high,
         f"estimated from {POINT_TOKENS:,} public reference tokens{', stored' if stored else ''}; "
@@ -671,8 +674,9 @@ def _strength(mech: Mechanism, options: Mapping[str, Any] | None) -> Strength:
     )  # fmt: skip
 
 
-def _point(mech: Mechanism, options: Mapping[str, Any] | None) -> tuple[CalibrationPoint, bool]:
-    """``mech`` on :data:`POINT_TOKENS` public reference tokens, and whether it is stored.
+def _point(mech: Mechanism, key: dict[str, Any] | None) -> tuple[CalibrationPoint, bool]:
+    """``mech`` on :data:`POINT_TOKENS` public reference tokens, and whether it is stored (under its
+    table ``key``, :func:`table_key_options`).
 
     The point is a function of public data only (the embedding, the mechanism's settings, the
     fixed reference tokens and seed), so it is measured once and kept as a one-point
@@ -683,14 +687,14 @@ def _point(mech: Mechanism, options: Mapping[str, Any] | None) -> tuple[Calibrat
     from ..artefacts import obtain_artefact
 
     ids = reference_ids(mech.embedding.size, POINT_TOKENS)
-    try:
-        key = table_key_options(mech.name, options, None if options is not None else mech)
-    except _Unkeyable:
+    if key is None:
         return evaluate_point(mech, ids), False
-    log.info("deniable: estimating %s's strength at epsilon %g from public reference tokens", mech.name, mech.epsilon)
     params = {**calibration_params(mech.name, key, POINT_TOKENS), "epsilons": [float(mech.epsilon)]}
 
     def write(folder: Path, show_progress: bool | None) -> None:
+        log.info(
+            "deniable: estimating %s's strength at epsilon %g from public reference tokens", mech.name, mech.epsilon
+        )
         table = CalibrationTable(
             mechanism=mech.name, options=key, fingerprint=mech.embedding.fingerprint, tokens=POINT_TOKENS,
             seed=PUBLIC_SEED, points=(evaluate_point(mech, ids),), random_similarity=None,

@@ -215,8 +215,11 @@ def _summary(priv: Any, totals: Any, mechanism: str, options: dict[str, Any], vo
 
 def _run_key(path: Path | None) -> Any:
     """``--run-key-file``: the key stored there, or a fresh one written there (0600, atomically); None without it."""
+    import tempfile
+
     from .._errors import DataError
     from .._random import RunKey
+    from ..io._files import cleanup_on_signals
 
     if path is None:
         return None
@@ -230,12 +233,18 @@ def _run_key(path: Path | None) -> Any:
                 "--run-key-file", str(path), "a file holding a run key (64 hex digits)"
             ) from None
     key = RunKey.new()
-    try:  # created here, readable by its owner only; never overwrites a key
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return _run_key(path)
-    with os.fdopen(fd, "w", encoding="ascii") as fh:
-        fh.write(key.hex() + "\n")
+    # written whole into a temporary readable by its owner only (mkstemp: 0600), then linked into
+    # place: a killed run leaves no half-written key, and an existing key is never overwritten
+    with cleanup_on_signals():
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="ascii") as fh:
+                fh.write(key.hex() + "\n")
+            os.link(tmp, path)
+        except FileExistsError:
+            return _run_key(path)  # another run wrote it meanwhile: that key
+        finally:
+            os.unlink(tmp)
     return key
 
 
