@@ -16,6 +16,8 @@ from functools import partial
 from typing import Annotated, Any
 
 from fastapi import Body, FastAPI, HTTPException, Request  # imported by create_app only (the 'serve' extra is there)
+from fastapi.responses import Response
+from pydantic import BaseModel
 
 from .._errors import InvalidParameterError
 from .._random import secure_generator
@@ -59,7 +61,7 @@ def install_work_routes(app: FastAPI, state: State) -> None:
     async def privatize_v1(
         request: Request,
         body: Annotated[privatize_model, Body(openapi_examples=examples)],  # type: ignore[valid-type]
-    ) -> PrivatizeResponse:
+    ) -> Response:
         """Privatize texts: every word is replaced by a random word near it; the response states the guarantee."""
         return await run_privatize(state, request, body)
 
@@ -67,7 +69,7 @@ def install_work_routes(app: FastAPI, state: State) -> None:
     async def privatize_alias(
         request: Request,
         body: Annotated[privatize_model, Body(openapi_examples=examples)],  # type: ignore[valid-type]
-    ) -> PrivatizeResponse:
+    ) -> Response:
         """Alias of /v1/privatize."""
         return await run_privatize(state, request, body)
 
@@ -80,12 +82,23 @@ def install_work_routes(app: FastAPI, state: State) -> None:
             explain_model,  # type: ignore[valid-type]
             Body(openapi_examples={"default": {"summary": "explain one word", "value": explain_example}}),
         ],
-    ) -> ExplainResponse:
+    ) -> Response:
         """What the mechanism does to one word: N_w, likely outputs, the guarantee against alternatives."""
         return await run_explain(state, request, body)
 
 
-async def run_privatize(state: State, request: Request, req: Any) -> PrivatizeResponse:
+def rendered(body: BaseModel) -> Response:
+    """``body`` as the JSON bytes of its answer, made **before** the hold.
+
+    Whatever runs after the release time adds to the latency: validating and encoding the
+    body there took a time that depends on the output texts and, through the allocator and
+    the garbage collector, on the work that made them. Rendered first, what is left after
+    the release time is sending bytes whose length the answer states anyway.
+    """
+    return Response(body.model_dump_json().encode(), media_type="application/json")
+
+
+async def run_privatize(state: State, request: Request, req: Any) -> Response:
     """Privatize ``req.texts`` chunk by chunk within the deadline; the answer held until its release time."""
     cfg = state.config
     key, _, info = state.lookup(req)
@@ -110,19 +123,22 @@ async def run_privatize(state: State, request: Request, req: Any) -> PrivatizeRe
         texts += out
         tokens, changed, oov = tokens + stats.tokens, changed + stats.changed, oov + stats.oov
     release_slot(request.scope)  # the work is done: its slot is free while the answer is held
-    await state.timing.hold((key, "privatize"), sum(n for _, n in parts) + len(req.texts), start)
     policy = priv.describe()
     if not cfg.pad_responses:
         policy = {**policy, "not_protected": [*policy["not_protected"], UNPADDED]}
-    return PrivatizeResponse(
-        texts=texts,
-        tokens=tokens,
-        changed=changed,
-        oov=oov,
-        guarantee=Guarantee(mechanism=info, statement=statement(info), not_protected=policy["not_protected"]),
-        mechanism=info,
-        policy=policy,
+    answer = rendered(
+        PrivatizeResponse(
+            texts=texts,
+            tokens=tokens,
+            changed=changed,
+            oov=oov,
+            guarantee=Guarantee(mechanism=info, statement=statement(info), not_protected=policy["not_protected"]),
+            mechanism=info,
+            policy=policy,
+        )
     )
+    await state.timing.hold((key, "privatize"), sum(n for _, n in parts) + len(req.texts), start)
+    return answer
 
 
 def statement(info: dict[str, Any]) -> str:
@@ -134,7 +150,7 @@ def statement(info: dict[str, Any]) -> str:
     )
 
 
-async def run_explain(state: State, request: Request, req: Any) -> ExplainResponse:
+async def run_explain(state: State, request: Request, req: Any) -> Response:
     """Explain ``req.word`` within the deadline (draws bounded at start-up); the answer held until its release time."""
     from ..calibrate import explain
 
@@ -155,24 +171,27 @@ async def run_explain(state: State, request: Request, req: Any) -> ExplainRespon
     except InvalidParameterError:
         raise error(422, "word", "word and alternatives must be in the vocabulary", "not_in_vocabulary") from None
     release_slot(request.scope)
-    await state.timing.hold((key, "explain"), 1 + len(req.against), start)
-    return ExplainResponse(
-        mechanism=info,
-        exact=ex.exact,
-        n_w=ex.n_w,
-        n_w_low=ex.n_w_low,
-        n_w_high=ex.n_w_high,
-        s_w=ex.s_w,
-        outputs=[
-            ExplainOutput(word=o.word, probability=o.probability, low=o.low, high=o.high, distance=o.distance)
-            for o in ex.outputs
-        ],
-        other_mass=ex.other_mass,
-        guarantees=[
-            ExplainGuarantee(other=g.other, distance=g.distance, bound=g.bound, ratio=_finite(g.ratio))
-            for g in ex.guarantees
-        ],
+    answer = rendered(
+        ExplainResponse(
+            mechanism=info,
+            exact=ex.exact,
+            n_w=ex.n_w,
+            n_w_low=ex.n_w_low,
+            n_w_high=ex.n_w_high,
+            s_w=ex.s_w,
+            outputs=[
+                ExplainOutput(word=o.word, probability=o.probability, low=o.low, high=o.high, distance=o.distance)
+                for o in ex.outputs
+            ],
+            other_mass=ex.other_mass,
+            guarantees=[
+                ExplainGuarantee(other=g.other, distance=g.distance, bound=g.bound, ratio=_finite(g.ratio))
+                for g in ex.guarantees
+            ],
+        )
     )
+    await state.timing.hold((key, "explain"), 1 + len(req.against), start)
+    return answer
 
 
 def _finite(v: float) -> float:
