@@ -31,6 +31,14 @@ from test_tem_support import ALPHA, force_path, g_test_pvalue
 METRICS = ["euclidean", "manhattan", "chebyshev", "angular"]
 
 
+@pytest.fixture(autouse=True)
+def cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """Every test here starts from an empty artefact store of its own (``DENIABLE_CACHE``)."""
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("DENIABLE_CACHE", str(folder))
+    return folder
+
+
 def _tables(emb: Embedding, metric: str) -> tuple[np.ndarray, np.ndarray]:
     (info,) = prepare(emb, ["tem"], metric=metric, show_progress=False)
     return np.load(info.file("ids.npy"), mmap_mode="r"), np.load(info.file("dist.npy"), mmap_mode="r")
@@ -136,11 +144,10 @@ def _build_in_child(log: str, cache: str) -> None:
     build_artefact(make_tiny_embedding(10, 2), "test-slow", {"log": log})
 
 
-def test_two_processes_build_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
+def test_two_processes_build_once(cache: Path, tmp_path: Path) -> None:
     log = str(tmp_path / "log.txt")
     ctx = multiprocessing.get_context("fork")
-    procs = [ctx.Process(target=_build_in_child, args=(log, str(tmp_path / "cache"))) for _ in range(2)]
+    procs = [ctx.Process(target=_build_in_child, args=(log, str(cache))) for _ in range(2)]
     for p in procs:
         p.start()
     for p in procs:
@@ -153,8 +160,7 @@ def test_two_processes_build_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert not list(info.path.parent.glob(".tmp-*"))  # no half-built folder left behind
 
 
-def test_list_remove_and_errors(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
+def test_list_remove_and_errors() -> None:
     emb = make_tiny_embedding(60, 3, seed=53)
     prepare(emb, ["tem", "madlib"], metric="angular", show_progress=False)  # madlib: its HNSW index
     prepare(emb, show_progress=False)
@@ -169,10 +175,9 @@ def test_list_remove_and_errors(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
         prepare(emb, metric="cosine")
 
 
-def test_cli_prepare(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_prepare(cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from deniable.cli import run_app
 
-    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
     emb_dir = tmp_path / "toy"
     make_toy_embedding().save(emb_dir)
     assert run_app(["prepare", "--mechanism", "tem", "--embedding", str(emb_dir)]) == 0
@@ -184,7 +189,7 @@ def test_cli_prepare(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: py
     assert len(lines) == 2 and all(line.startswith("tem-knn\t") for line in lines)
     assert "KiB" in out.out and "2 prepared" in out.err
     # the old TEM disk cache recorded privatized words: --list warns, --remove deletes it
-    legacy = tmp_path / "cache" / "artefacts" / make_toy_embedding().fingerprint[:20] / "tem" / "euclidean-0x1p+0"
+    legacy = cache / "artefacts" / make_toy_embedding().fingerprint[:20] / "tem" / "euclidean-0x1p+0"
     legacy.mkdir(parents=True)
     (legacy / "shard-0.words.npy").write_bytes(b"x")
     assert run_app(["prepare", "--list", "-q"]) == 0
@@ -197,9 +202,7 @@ def test_cli_prepare(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: py
     assert run_app(["prepare", "--embedding", str(emb_dir), "--metric", "cosine"]) == 2
     # a damaged artefact: privatize exits 3 with a clear message, prepare repairs it
     assert run_app(["prepare", "--embedding", str(emb_dir), "-q"]) == 0
-    (dist,) = [
-        p for p in (tmp_path / "cache").rglob("dist.npy") if "euclidean" in (p.parent / "manifest.json").read_text()
-    ]
+    (dist,) = [p for p in cache.rglob("dist.npy") if "euclidean" in (p.parent / "manifest.json").read_text()]
     dist.write_bytes(dist.read_bytes()[:-1])
     src = tmp_path / "in.txt"
     src.write_text("the hockey game\n", encoding="utf-8")
@@ -211,12 +214,11 @@ def test_cli_prepare(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: py
     assert run_app([*args, "-q"]) == 0
 
 
-def test_madlib_hnsw_prepared_loaded_and_repaired(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_madlib_hnsw_prepared_loaded_and_repaired(monkeypatch: pytest.MonkeyPatch) -> None:
     from deniable.index import faiss_index
     from deniable.index.faiss_index import HNSW_KIND, HNSWIndex, hnsw_artefact_params
     from deniable.mechanisms.laplace import MultivariateLaplace
 
-    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
     emb = make_tiny_embedding(300, 4, seed=54)
     (info,) = prepare(emb, ["madlib"], show_progress=False)
     assert info.kind == HNSW_KIND and info.params == hnsw_artefact_params() and info.files["index.faiss"] > 0
@@ -243,12 +245,11 @@ def test_madlib_hnsw_prepared_loaded_and_repaired(monkeypatch: pytest.MonkeyPatc
     assert idx.ntotal == 300 and open_artefact(emb, HNSW_KIND, hnsw_artefact_params()) is not None
 
 
-def test_madlib_hnsw_takes_over_the_old_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_madlib_hnsw_takes_over_the_old_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     import faiss
 
     from deniable.index.faiss_index import HNSWIndex
 
-    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
     emb = make_tiny_embedding(200, 3, seed=55)
     old = HNSWIndex.build(emb.vectors)
     legacy = emb.cache_path("hnsw-m32-efc100.faiss")
@@ -262,12 +263,9 @@ def test_madlib_hnsw_takes_over_the_old_cache(monkeypatch: pytest.MonkeyPatch, t
     assert info.file("index.faiss").read_bytes() == legacy.read_bytes()
 
 
-def test_cli_prepare_madlib(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_cli_prepare_madlib(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from deniable.cli import run_app
 
-    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
     emb_dir = tmp_path / "toy"
     make_toy_embedding().save(emb_dir)
     assert run_app(["prepare", "-m", "madlib", "--embedding", str(emb_dir)]) == 0
@@ -280,12 +278,11 @@ def test_cli_prepare_madlib(
     assert capsys.readouterr().out == ""
 
 
-def test_brr_codes_prepared_loaded_and_repaired(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_brr_codes_prepared_loaded_and_repaired(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from deniable import binarize as binarize_module
     from deniable.binarize import CODES_KIND, codes_artefact_params
     from deniable.mechanisms.brr import BinaryRandomizedResponse
 
-    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
     emb = make_tiny_embedding(120, 6, seed=56)
     (info,) = prepare(emb, ["brr"], options={"bits": 64, "binarizer": "random"}, show_progress=False)
     params = codes_artefact_params("simhash", 64, 0, {})
@@ -305,17 +302,16 @@ def test_brr_codes_prepared_loaded_and_repaired(monkeypatch: pytest.MonkeyPatch,
     with pytest.raises(ArtefactError, match="checksum"):
         open_artefact(emb, CODES_KIND, params)
     monkeypatch.undo()
-    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("DENIABLE_CACHE", str(cache))  # undo() unset it too
     (again,) = prepare(emb, ["brr"], options={"bits": 64, "binarizer": "simhash"}, show_progress=False)
     assert np.array_equal(np.load(again.file("codes.npy")), codes)
     with pytest.raises(InvalidParameterError, match="bits"):
         prepare(emb, ["brr"], options={"bits": 100})
 
 
-def test_cli_prepare_brr(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_prepare_brr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from deniable.cli import run_app
 
-    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
     emb_dir = tmp_path / "toy"
     make_toy_embedding().save(emb_dir)
     args = ["prepare", "-m", "brr", "--bits", "128", "--binarizer", "simhash", "--embedding", str(emb_dir)]
@@ -351,7 +347,7 @@ def _counting(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[i
 
 
 def test_brr_hnsw_prepared_listed_verified_and_used(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import deniable.artefacts as prep
     from deniable.binarize import CODES_KIND, codes_artefact_params
@@ -359,7 +355,6 @@ def test_brr_hnsw_prepared_listed_verified_and_used(
     from deniable.index.binary import BINARY_HNSW_KIND, binary_hnsw_params
     from deniable.mechanisms.brr import BinaryRandomizedResponse
 
-    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
     emb = make_tiny_embedding(300, 8, seed=60)
     codes, hnsw = prepare(emb, ["brr"], options=BRR_HNSW, show_progress=False)
     params = binary_hnsw_params({"kind": CODES_KIND, "params": codes_artefact_params("simhash", 64, 0, {})})
@@ -397,16 +392,12 @@ def test_brr_hnsw_prepared_listed_verified_and_used(
 
 
 def test_brr_hnsw_built_lazily_says_so_once(
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     from deniable.binarize.device import CodeVocabulary
     from deniable.index import binary
     from deniable.mechanisms.brr import BinaryRandomizedResponse
 
-    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
     emb = make_tiny_embedding(200, 8, seed=61)
     builds = _counting(monkeypatch, binary, "_write_binary_hnsw")
     ids = np.arange(200)
@@ -465,11 +456,10 @@ def _prepare_in_child(what: str, cache: str, log: str) -> None:
 
 
 @pytest.mark.parametrize("what", ["binary-hnsw", "decode-choice"])
-def test_two_processes_prepare_the_new_kinds_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, what: str) -> None:
-    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
+def test_two_processes_prepare_the_new_kinds_once(cache: Path, tmp_path: Path, what: str) -> None:
     log = tmp_path / "log.txt"
     ctx = multiprocessing.get_context("spawn")  # faiss's OpenMP threads do not survive a fork
-    procs = [ctx.Process(target=_prepare_in_child, args=(what, str(tmp_path / "cache"), str(log))) for _ in range(2)]
+    procs = [ctx.Process(target=_prepare_in_child, args=(what, str(cache), str(log))) for _ in range(2)]
     for p in procs:
         p.start()
     for p in procs:
@@ -481,10 +471,7 @@ def test_two_processes_prepare_the_new_kinds_once(tmp_path: Path, monkeypatch: p
 
 
 def test_madlib_decode_choice_prepared_listed_verified_and_used(
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     import deniable.artefacts as prep
     from deniable.index import tuned
@@ -492,7 +479,6 @@ def test_madlib_decode_choice_prepared_listed_verified_and_used(
     from deniable.index.tuned import DECODE_CHOICE_KIND
     from deniable.mechanisms.laplace import MultivariateLaplace
 
-    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
     emb = make_tiny_embedding(400, 4, seed=64)
     # decoded exactly by default below MIN_SIZE: only the HNSW index is prepared
     assert [i.kind for i in prepare(emb, ["madlib"], options={"epsilon": 5.0}, show_progress=False)] == ["hnsw"]
@@ -546,13 +532,12 @@ def test_madlib_decode_choice_prepared_listed_verified_and_used(
     assert list_artefacts(emb) == []
 
 
-def test_madlib_decode_choice_takes_over_the_old_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_madlib_decode_choice_takes_over_the_old_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     import json
 
     from deniable.index import tuned
     from deniable.mechanisms.laplace import MultivariateLaplace
 
-    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(tuned, "MIN_SIZE", 0)
     emb = make_tiny_embedding(300, 4, seed=65)
     key = "madlib epsilon=3.0; target=0.99; samples=2000; ladder=[64, 128, 256, 512]; hnsw m=32 efc=100"
@@ -569,7 +554,6 @@ def test_cli_prepare_brr_hnsw_and_madlib_epsilons(
     from deniable.cli import run_app
     from deniable.index import tuned
 
-    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(tuned, "MIN_SIZE", 0)
     emb_dir = tmp_path / "toy"
     make_toy_embedding().save(emb_dir)
