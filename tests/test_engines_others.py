@@ -8,6 +8,7 @@ from collections import Counter
 import pytest
 
 from _engine_helpers import imdb_like, same_share, single_process_changed
+from deniable import NotPrivateWarning
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::DeprecationWarning")
 N = 2000
@@ -166,7 +167,8 @@ def test_ray_id_column_reproduces(rows, emb_dir):
         keyed = rz.privatize(ds, "review", "madlib", 3.0, embedding=str(emb_dir), id_column="id", batch_size=64)
         first = _by_id(keyed.take_all())
         assert first == _by_id(keyed.take_all())  # executed again: the same release
-        fresh = rz.privatize(ds, "review", "madlib", 3.0, embedding=str(emb_dir), batch_size=64)
+        with pytest.warns(NotPrivateWarning, match="id_column"):
+            fresh = rz.privatize(ds, "review", "madlib", 3.0, embedding=str(emb_dir), batch_size=64)
         assert _differ(_by_id(fresh.take_all()), _by_id(fresh.take_all())) > 200  # no identity: new noise
     finally:
         ray.shutdown()

@@ -43,4 +43,5 @@ class ResourceLimitError(DeniableError, MemoryError):
 
 
 class NotPrivateWarning(UserWarning):
-    """Issued when output is reproducible (seeded) and therefore not private."""
+    """Issued when output is not protected as the defaults protect it: reproducible (seeded), so
+    not private, or released again on every recomputation (Ray without ``id_column``)."""

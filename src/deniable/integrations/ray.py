@@ -8,7 +8,8 @@ Ray's batches have no stable identity: which rows form a batch depends on how bl
 are bundled, and a batch does not know its rows' positions. So by default each batch
 draws fresh OS randomness, and executing the dataset again (``take_all`` twice, a
 retried task) releases the records again with new noise -- materialize the result
-once (``ds.materialize()``, or write it) and reuse that. With ``id_column=`` (a column of
+once (``ds.materialize()``, or write it) and reuse that; :func:`privatize` warns
+(:class:`~deniable.NotPrivateWarning`) when it is called so. With ``id_column=`` (a column of
 unique int or str record ids) each record draws from its own stream keyed by the run
 key and its id, so every execution of the same run releases the same text (one
 mechanism call per record: slower). A ``seed`` is refused without ``id_column``.
@@ -46,4 +47,17 @@ def privatize(
             "seed", params["seed"], "None: Ray batches have no stable identity to key a stream (give id_column=)"
         )
     batch = BatchPrivatizer.for_columns(columns, mechanism, epsilon, **params)
+    if params.get("id_column") is None:
+        import warnings
+
+        from .._errors import NotPrivateWarning
+
+        warnings.warn(
+            "Ray batches have no stable identity: every execution of the returned dataset (a second "
+            "take_all, a retried task) releases the records again with new noise, and privacy loss adds up. "
+            "Materialize or write it once, or pass id_column= (a unique id per record) to make every "
+            "execution release the same text.",
+            NotPrivateWarning,
+            stacklevel=2,
+        )
     return ds.map_batches(batch, batch_format="pandas", batch_size=batch_size)
