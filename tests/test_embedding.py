@@ -238,6 +238,18 @@ def test_type_error_says_what_a_float_embedding_is_missing() -> None:
     assert isinstance(other, InvalidParameterError) and other.name == "emb"
 
 
+def test_check_passes_a_float_embedding_and_raises_type_error_for_anything_else(tiny_embedding: Embedding) -> None:
+    from deniable.binarize.device import CodeVocabulary
+
+    emb = tiny_embedding
+    assert Embedding.check(emb) is emb
+    with pytest.raises(EmbeddingError, match="binary codes only"):
+        Embedding.check(CodeVocabulary(["a"], np.zeros((1, 4), dtype=np.uint8), name="dev"))
+    with pytest.raises(InvalidParameterError, match="emb") as info:
+        Embedding.check([1, 2], "emb")
+    assert info.value.name == "emb"
+
+
 def _mapped(a: np.ndarray) -> bool:
     b: object = a
     while b is not None:

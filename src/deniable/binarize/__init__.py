@@ -168,8 +168,7 @@ def build_codes_artefact(
     """
     from ..embedding import Embedding
 
-    if not isinstance(embedding, Embedding):
-        raise Embedding.type_error(embedding)
+    embedding = Embedding.check(embedding)
     method, bits, seed, opts = str(params["method"]), int(params["bits"]), int(params["seed"]), params["options"]
     codes: npt.NDArray[np.uint8] | None = None
     legacy = _legacy_codes_path(embedding, method, bits, seed, opts)

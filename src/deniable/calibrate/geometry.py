@@ -179,8 +179,7 @@ def neighbour_distances(
         return _hamming_neighbour_distances(
             embedding, ids, k_list, codes, batch_size=batch_size, show_progress=show_progress, t0=t0
         )
-    if not isinstance(embedding, Embedding):  # Euclidean/angular need float vectors
-        raise Embedding.type_error(embedding)
+    embedding = Embedding.check(embedding)  # Euclidean/angular need float vectors
     emb = embedding
     if metric == "angular":
         emb = Embedding(embedding.vocabulary, unit_rows(embedding.vectors), name=embedding.name + "/unit")

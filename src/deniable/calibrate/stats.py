@@ -311,8 +311,7 @@ def plausible_deniability(
         )
     else:
         if method == "bulk":
-            if not isinstance(emb, Embedding):  # has_bulk: a TEM, whose vocabulary has float vectors
-                raise Embedding.type_error(emb)
+            emb = Embedding.check(emb)  # has_bulk: a TEM, whose vocabulary has float vectors
             cols = tem_statistics(
                 emb,
                 mechanism.epsilon,

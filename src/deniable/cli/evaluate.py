@@ -65,8 +65,7 @@ def _run_attack(
         raise InvalidParameterError("--max-users", max_users, "an integer >= 2")
     corpus = load_user_corpus(task, data, min_posts=min_posts, max_users=max_users)
     emb = load_embedding_option(embedding, vocab_size)
-    if not isinstance(emb, Embedding):
-        raise Embedding.type_error(emb)
+    emb = Embedding.check(emb)
     err.print(f"{corpus.describe()}; embedding {emb.name} ({emb.size:,} words)", highlight=False)
     result = run_attack(
         attack,

@@ -75,6 +75,13 @@ class Embedding(Vocabulary):
         return str(self._payload.shape)  # as before the Vocabulary base: existing cache keys stay valid
 
     @staticmethod
+    def check(value: object, name: str = "embedding") -> Embedding:
+        """``value`` where a float :class:`Embedding` is needed; anything else raises :meth:`type_error`."""
+        if not isinstance(value, Embedding):
+            raise Embedding.type_error(value, name)
+        return value
+
+    @staticmethod
     def type_error(value: object, name: str = "embedding") -> DeniableError:
         """The error to raise when ``value`` is given where a float :class:`Embedding` is needed.
 

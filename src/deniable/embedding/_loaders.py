@@ -74,8 +74,8 @@ def load_embedding(
 
     The result is an :class:`Embedding`, except for a device artefact folder, which gives
     a :class:`~deniable.binarize.device.CodeVocabulary` (codes only: usable by the brr
-    mechanism, refused by the float ones). Narrow it with ``isinstance`` or
-    :meth:`Embedding.type_error` where float vectors are needed.
+    mechanism, refused by the float ones). Narrow it with :meth:`Embedding.check` (or
+    ``isinstance``) where float vectors are needed.
 
     Parameters
     ----------

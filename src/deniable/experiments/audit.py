@@ -80,8 +80,7 @@ def sample_pairs(mech: Mechanism, pairs: int, rng: np.random.Generator, *, frequ
     n_near = (pairs + 1) // 2
     firsts = rng.choice(top, size=pairs, replace=pairs > top)
     out: list[Pair] = []
-    if not isinstance(emb, Embedding):  # a code-only vocabulary: give the pairs explicitly
-        raise Embedding.type_error(emb)
+    emb = Embedding.check(emb)  # a code-only vocabulary: give the pairs explicitly
     vectors = emb.vectors
     for i, w in enumerate(firsts.tolist()):
         if i < n_near:

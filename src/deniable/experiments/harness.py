@@ -484,8 +484,7 @@ def run_evaluation(
     log: Callable[[str], None] | None = None,
 ) -> Results:
     """Run the whole grid; see the module docstring for the protocol."""
-    if not isinstance(embedding, Embedding):
-        raise Embedding.type_error(embedding)
+    embedding = Embedding.check(embedding)
     run = _Run(task, embedding, config, ExperimentProgress(show_progress, log))
     notes: list[str] = []
     if task.kind == "ranking":

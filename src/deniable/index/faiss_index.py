@@ -179,8 +179,7 @@ def build_hnsw_artefact(
 
     from ..embedding import Embedding
 
-    if not isinstance(embedding, Embedding):
-        raise Embedding.type_error(embedding)
+    embedding = Embedding.check(embedding)
     m, efc = int(params["m"]), int(params["ef_construction"])
     legacy = embedding.cache_path(f"hnsw-m{m}-efc{efc}.faiss")
     index: Any = None

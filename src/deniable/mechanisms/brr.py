@@ -393,8 +393,7 @@ class BinaryRandomizedResponse(Mechanism):
                 allowed = f"{codes.shape[1] * 8} (the given codes' length) or None"
                 raise InvalidParameterError("bits", self.bits, allowed)
         else:  # codes trained from float vectors
-            if not isinstance(emb, Embedding):
-                raise Embedding.type_error(emb)
+            emb = Embedding.check(emb)
             method = check_binarizer("autoencoder" if self.binarizer is None else self.binarizer)
             object.__setattr__(self, "bits", check_bits(256 if self.bits is None else self.bits))
             check_binarizer_options(method, self.binarizer_options)
@@ -452,8 +451,7 @@ class BinaryRandomizedResponse(Mechanism):
             if self._decoder is not None:  # type: ignore[attr-defined]
                 return True
             emb = self.embedding
-            if not isinstance(emb, Embedding):  # unreachable: __post_init__ checked it
-                raise Embedding.type_error(emb)
+            emb = Embedding.check(emb)  # for the type checker: __post_init__ checked it
             show = self.show_progress if show is None else show
             method, bits = str(self.binarizer), int(self.bits or 0)
             opts = check_binarizer_options(method, self.binarizer_options)

@@ -121,8 +121,7 @@ class CusText(Mechanism):
     )
 
     def __post_init__(self) -> None:
-        if not isinstance(self.embedding, Embedding):
-            raise Embedding.type_error(self.embedding)  # a device vocabulary: "holds binary codes only"
+        Embedding.check(self.embedding)  # a device vocabulary: "holds binary codes only"
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "k", check_int("k", self.k, minimum=1))
         check_bool("cache", self.cache)

@@ -137,8 +137,7 @@ def build_list_artefact(
     """Write ``order.npy`` and ``position.npy`` of one Diffractor list (a registered artefact builder)."""
     from .._progress import progress
 
-    if not isinstance(embedding, Embedding):
-        raise Embedding.type_error(embedding)
+    embedding = Embedding.check(embedding)
     v = embedding.size
     with progress(2, f"1-Diffractor: list of {v:,} words", enabled=show_progress) as advance:
         knn = _knn_table(embedding, int(params["neighbours"]) + 1, str(params["index"]))
@@ -204,8 +203,7 @@ class Diffractor(Mechanism):
     )
 
     def __post_init__(self) -> None:
-        if not isinstance(self.embedding, Embedding):
-            raise Embedding.type_error(self.embedding)  # a device vocabulary: "holds binary codes only"
+        Embedding.check(self.embedding)  # a device vocabulary: "holds binary codes only"
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "noise", check_choice("noise", self.noise, NOISES))
         object.__setattr__(self, "gamma", _check_gamma(self.gamma))
@@ -223,8 +221,7 @@ class Diffractor(Mechanism):
     @classmethod
     def prepared_artefacts(cls, embedding: Vocabulary, options: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         """``(kind, params)`` of the lists (``options``: ``lists``, ``neighbours``, ``index``)."""
-        if not isinstance(embedding, Embedding):
-            raise Embedding.type_error(embedding)
+        embedding = Embedding.check(embedding)
         lists = check_int("lists", options.get("lists") or 1, minimum=1, maximum=16)
         k = check_int("neighbours", options.get("neighbours") or 50, minimum=1, maximum=1000)
         index = _resolved_index(check_choice("index", options.get("index") or "auto", WALK_INDEXES), embedding.size)

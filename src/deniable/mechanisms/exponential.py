@@ -149,8 +149,7 @@ class ExponentialMechanism(Mechanism):
     )
 
     def __post_init__(self) -> None:
-        if not isinstance(self.embedding, Embedding):
-            raise Embedding.type_error(self.embedding)  # a device vocabulary: "holds binary codes only"
+        Embedding.check(self.embedding)  # a device vocabulary: "holds binary codes only"
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "metric", check_metric(self.metric, EM_METRICS))
         object.__setattr__(self, "block_bytes", check_int("block_bytes", self.block_bytes, minimum=1))

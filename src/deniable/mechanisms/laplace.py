@@ -144,8 +144,7 @@ class MultivariateLaplace(Mechanism):
         exactly by default, smaller than ``index_options["min_size"]``). Other noise
         parameters (e.g. mahalanobis ``lam``) are read by their option names.
         """
-        if not isinstance(embedding, Embedding):
-            raise Embedding.type_error(embedding)
+        embedding = Embedding.check(embedding)
         _ = embedding.vectors  # a code-only vocabulary has none and says so here
         index = options.get("index") or "auto"
         if index not in ("auto", "hnsw"):
@@ -172,8 +171,7 @@ class MultivariateLaplace(Mechanism):
                 "epsilon", self.epsilon, f"a number >= {MIN_EPSILON:g} (below it the noise overflows 64-bit floats)"
             )
         object.__setattr__(self, "batch_size", check_int("batch_size", self.batch_size, minimum=1))
-        if not isinstance(self.embedding, Embedding):
-            raise Embedding.type_error(self.embedding)
+        Embedding.check(self.embedding)
         _ = self.embedding.vectors  # cheap; a code-only device artefact has none and says so here
         if isinstance(self.index, str):
             check_choice("index", self.index, DECODES)
@@ -308,8 +306,7 @@ def build_decode_choice_artefact(
 
     It rebuilds the mechanism named in ``params["mechanism"]`` to draw its public queries.
     """
-    if not isinstance(embedding, Embedding):
-        raise Embedding.type_error(embedding)
+    embedding = Embedding.check(embedding)
     spec = params.get("mechanism")
     if spec is None:
         raise InvalidParameterError(

@@ -289,8 +289,7 @@ class TruncatedGumbel(Mechanism):
     )
 
     def __post_init__(self) -> None:
-        if not isinstance(self.embedding, Embedding):
-            raise Embedding.type_error(self.embedding)  # a device vocabulary: "holds binary codes only"
+        Embedding.check(self.embedding)  # a device vocabulary: "holds binary codes only"
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "batch_size", check_int("batch_size", self.batch_size, minimum=1))
         check_bool("history_free", self.history_free)

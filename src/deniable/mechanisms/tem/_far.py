@@ -97,8 +97,7 @@ def build_far_artefact(embedding: Vocabulary, params: dict[str, Any], folder: Pa
     I's words to J's clusters) and once along its columns (J's words to I's clusters), so
     every (word, cluster) bound is written exactly once; two worker threads.
     """
-    if not isinstance(embedding, Embedding):
-        raise Embedding.type_error(embedding)
+    embedding = Embedding.check(embedding)
     metric = str(params["metric"])
     geo = Geometry(embedding, metric)
     if metric not in FAR_METRICS or not geo.screening:

@@ -212,8 +212,7 @@ class TruncatedExponential(Mechanism):
     @classmethod
     def prepared_artefacts(cls, embedding: Vocabulary, options: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         """``(kind, params)`` of the input-independent artefacts TEM reads (for :mod:`deniable.artefacts`)."""
-        if not isinstance(embedding, Embedding):
-            raise Embedding.type_error(embedding)
+        embedding = Embedding.check(embedding)
         metric = options.get("metric") or "euclidean"
         out: list[tuple[str, dict[str, Any]]] = [(KNN_KIND, knn_artefact_params(embedding, metric))]
         epsilons = options.get("epsilon")
@@ -229,8 +228,7 @@ class TruncatedExponential(Mechanism):
         return out
 
     def __post_init__(self) -> None:
-        if not isinstance(self.embedding, Embedding):
-            raise Embedding.type_error(self.embedding)
+        Embedding.check(self.embedding)
         eps = check_epsilon(self.epsilon)
         object.__setattr__(self, "epsilon", eps)
         metric = check_metric(self.metric)

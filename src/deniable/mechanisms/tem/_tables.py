@@ -263,8 +263,7 @@ def build_knn_artefact(
     Rows are written where they belong as their blocks complete (``os.pwrite``); the
     store hashes the files.
     """
-    if not isinstance(embedding, Embedding):
-        raise Embedding.type_error(embedding)
+    embedding = Embedding.check(embedding)
     metric, k, n_sketch = str(params["metric"]), int(params["k"]), int(params["sketch"])
     geo = Geometry(embedding, metric)
     v = geo.size

@@ -119,8 +119,7 @@ def build_totals_artefact(
     """
     from ...artefacts import build_artefact  # (at call time: tests watch the store's functions)
 
-    if not isinstance(embedding, Embedding):
-        raise Embedding.type_error(embedding)
+    embedding = Embedding.check(embedding)
     knn_params = dict(params["knn"])
     epsilon, k = float(params["epsilon"]), int(knn_params["k"])
     prepared = Prepared()
