@@ -1,16 +1,22 @@
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from .._errors import EmbeddingError, InvalidParameterError
 
+_Distance = TypeVar("_Distance", bound=np.generic, covariant=True)
+
 
 @runtime_checkable
-class Index(Protocol):
-    """The nearest-neighbour interface every backend offers."""
+class NeighbourIndex(Protocol[_Distance]):
+    """The nearest-neighbour interface every backend offers (faiss's): ``search`` gives ``(D, I)``.
+
+    ``D`` the distances (their dtype is the parameter), ``I`` the int64 row ids, both
+    ``(len(queries), k)``, nearest first; ``ntotal`` rows of dimension ``d``.
+    """
 
     @property
     def ntotal(self) -> int: ...
@@ -18,7 +24,12 @@ class Index(Protocol):
     @property
     def d(self) -> int: ...
 
-    def search(self, queries: npt.ArrayLike, k: int) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]: ...
+    def search(self, queries: npt.ArrayLike, k: int) -> tuple[npt.NDArray[_Distance], npt.NDArray[np.int64]]: ...
+
+
+@runtime_checkable
+class Index(NeighbourIndex[np.float32], Protocol):
+    """The interface every float backend offers: float32 distances."""
 
 
 def check_queries(queries: npt.ArrayLike, d: int, k: int, ntotal: int) -> np.ndarray:

@@ -32,6 +32,7 @@ from .._cache import cache_dir
 from .._errors import EmbeddingError, InvalidParameterError
 from ..artefacts import register_kind
 from ..metrics import hamming
+from ._base import NeighbourIndex
 from .faiss_index import _FaissWrapper, add_in_chunks, read_flags
 
 if TYPE_CHECKING:
@@ -61,16 +62,8 @@ RangeResult = tuple[npt.NDArray[np.int64], npt.NDArray[np.int32], npt.NDArray[np
 
 
 @runtime_checkable
-class CodeIndex(Protocol):
-    """The nearest-neighbour interface every binary backend offers."""
-
-    @property
-    def ntotal(self) -> int: ...
-
-    @property
-    def d(self) -> int: ...
-
-    def search(self, queries: npt.ArrayLike, k: int) -> SearchResult: ...
+class CodeIndex(NeighbourIndex[np.int32], Protocol):
+    """The interface every binary backend offers: int32 Hamming distances (bits)."""
 
 
 def _packed(codes: npt.ArrayLike, name: str = "codes") -> npt.NDArray[np.uint8]:
