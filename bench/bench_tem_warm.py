@@ -1,39 +1,51 @@
-"""Benchmark: TEM after ``deniable prepare``, per thread, from a fresh process.
+"""Benchmark: TEM after ``deniable prepare``, per thread, from a fresh process, beside its
+limit and MLDP in the same run, on an idle and on a busy machine.
 
-Issue 14's target: with the whole-vocabulary k-NN tables prepared, TEM samples at least
-1M tokens/s per thread at eps >= 10 and 250k at eps 2-5 on IMDb tokens, and a fresh
-process reaches that speed from its first batch.
+Issue 32's yardstick (the *limit*): a plain numpy sampler that draws by inverse CDF from
+per-word distributions of the same support as TEM's prepared tables -- for EVERY word of
+the vocabulary a cumulative table of 257 entries (its k = 256 nearest words at weight
+``exp(-eps/2 min(d, gamma))``, then the outside mass ``(V - k) exp(-eps/2 min(d_env,
+gamma))``), built in the child from the same memory-mapped k-NN tables TEM reads -- vectorized
+over the batch: per token one uniform from the same CSPRNG (``deniable.secure_generator``),
+its word's row found in the (V, 257) float64 table, the entry by inverse CDF, and the word
+of that entry (the outside entry gives -1: the limit does not draw an outside word, TEM
+does). Two plain forms are timed, and the faster one is the limit of that run:
+"search" (a vectorized binary search, 9 gathers per token) and "scan" (the token's whole
+row gathered and its entries <= u counted, 2,048 tokens at a time). Both run in the same
+process right after TEM, on the same tokens, so ``TEM / limit`` holds across loads.
 
-Each measurement runs in a NEW Python process (so nothing is warm but the page cache,
-exactly what a new ``deniable privatize`` or a service worker sees), pinned to one
-thread (faiss, BLAS): it opens the default embedding and the prepared tables
-(memory-mapped), privatizes the first batch of IMDb training tokens, then the rest,
-then the rest again (what a warm process gets: tables built for frequent words are kept).
-The first batch is 10,000 tokens by default (a small call); ``--first 242000`` is the
-first batch of ``deniable privatize`` on IMDb (its default ``--batch-size`` of 1,000 reviews).
-Beside each run, the same process times the issue's reference, a plain numpy
-inverse-CDF draw (one uniform and a binary search in a 256-entry CDF per token), so
-the ratio ``TEM / reference`` is comparable across loads. Rounds are interleaved over
-the epsilons (eps1 eps2 ... eps1 eps2 ...), and the table
-gives median (min-max) over the rounds, with the load average, because this machine is
-shared.
+Each cell runs in a NEW Python process (so nothing is warm but the page cache, exactly what
+a new ``deniable privatize`` or a service worker sees), pinned to one thread (faiss, BLAS):
+it opens the default embedding and the prepared tables (memory-mapped; "start-up s", which
+the other figures EXCLUDE), privatizes the first batch of IMDb training tokens, then the rest,
+then times the limit on the rest, then privatizes the rest again (what a warm process gets).
+The first batch is 10,000 tokens by default (a small call); ``--first 242000`` is the first
+batch of ``deniable privatize`` on IMDb (its default ``--batch-size`` of 1,000 reviews).
 
-MLDP's TEM (``mldp-text``, the best public implementation) runs on the first
-``--mldp-tokens`` of the same tokens in its own fresh process right after each deniable
-cell, when it is installed (a benchmark environment only)::
+``--busy`` adds, per epsilon and round, the same cell while 2 spinning processes (started by
+this benchmark, ended by their pid after the cell) keep both cores busy: TEM and its limit
+then share the cores and the caches with another process, the way they run beside Spark
+workers or a busy service. Idle and busy cells are interleaved in the same rounds.
 
-    python3 -m venv /tmp/benchenv
-    /tmp/benchenv/bin/pip install mldp-text threadpoolctl "pyarrow<18" -e .
+MLDP's TEM (``mldp-text``, the best public implementation) runs right after each epsilon's
+cells, in its own fresh process of the Python given by ``--mldp-python`` (an environment
+with ``mldp-text``; it pins numpy 1.x, so it does not import deniable: this process writes
+the vocabulary, its vectors and the first tokens' words to a temporary folder, and the
+child reads them). Its start-up (imports, building its gensim index) is reported apart,
+and its rate is the tokens it privatizes in ``--mldp-seconds`` seconds after that start-up
+divided by the time they took (at least one token; the IMDb tokens from the first, cycled).
 
 Usage::
 
-    deniable prepare -m tem -e 2,3,5,10,20   # once (about 4 minutes for the default 336k words)
-    python bench/bench_tem_warm.py [--epsilons 2,3,5,10,20] [--tokens 1000000]
-                                   [--first 10000] [--rounds 3] [--modes prepared,tables]
+    deniable prepare -m tem -e 1,2,3,5,10     # once (a few minutes for the default 336k words)
+    python bench/bench_tem_warm.py [--epsilons 1,2,3,5,10] [--tokens 1000000] [--first 10000]
+        [--rounds 3] [--modes history-free,prepared,tables] [--busy]
+        [--mldp-python /tmp/mldp-venv/bin/python] [--mldp-seconds 20]
 
-Two modes per epsilon: "prepared" (the k-NN tables and the envelope totals at that
-epsilon, ``deniable prepare -m tem -e EPS``) and "tables" (the k-NN tables only: the
-totals are then memoized per process as words are met).
+Modes per epsilon: "history-free" (the service's data-oblivious sampler, ``history_free=True``,
+after ``deniable prepare -m tem -e EPS``: issue 32's target), "prepared" (the default sampler
+with the k-NN tables and the envelope totals at that epsilon) and "tables" (the k-NN tables
+only: the totals are then memoized per process as words are met).
 
 It refuses to run without the prepared tables (building them inside would time the
 build, which ``deniable prepare`` reports itself).
@@ -42,9 +54,13 @@ build, which ``deniable prepare`` reports itself).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import json
+import math
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -52,16 +68,98 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 
-from _common import corpus_ids, load_average, mldp_mechanism, peak_rss_mb, pin_threads, summarise, table  # noqa: E402
+from _common import (  # noqa: E402
+    busy_cores,
+    corpus_ids,
+    load_average,
+    mldp_from_arrays,
+    peak_rss_mb,
+    pin_threads,
+    summarise,
+    table,
+)
+
+MODES = ("history-free", "prepared", "tables")
+#: tokens the limit's "search" form draws at a time (TEM's own sampler draws 32,768)
+_SEARCH_BLOCK = 1 << 15
+#: tokens the limit's "scan" form gathers at a time (2,048 rows of 257 float64: 4 MB)
+_SCAN_BLOCK = 1 << 11
+
+
+# -- the limit ------------------------------------------------------------------------------------
+
+
+def limit_tables(mech, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[no-untyped-def]
+    """``(cum, words)``: every word's cumulative table over TEM's support at this epsilon.
+
+    ``cum`` (V, k + 1) float64: the k nearest words' weights ``exp(-a min(d, gamma))``
+    (a = eps / 2), then the outside mass ``(V - k) exp(-a min(d_env, gamma))``, summed
+    along the row; ``words`` (V, k + 1) int64: the words of the entries, -1 for the outside.
+    Read from the same prepared k-NN tables TEM maps (public data; not timed). Only the rows
+    of the words in ``tokens`` are filled (the others are allocated, never touched: the draws
+    read the same addresses as with every row filled, and the set-up takes seconds less).
+    """
+    knn = mech._prepared_knn()
+    k, a, gamma = knn.k, float(mech._a), float(mech.gamma)
+    v = knn.dist.shape[0]
+    cum = np.empty((v, k + 1), dtype=np.float64)
+    words = np.empty((v, k + 1), dtype=np.int32)
+    distinct = np.unique(tokens)
+    for s in range(0, distinct.size, 1 << 12):
+        w = distinct[s : s + (1 << 12)]
+        weights = np.exp(-a * np.minimum(np.asarray(knn.dist[w, : k + 1], dtype=np.float64), gamma))
+        weights[:, k] *= v - k
+        cum[w] = np.cumsum(weights, axis=1)
+        words[w, :k] = knn.ids[w, :k]
+        words[w, k] = -1
+    return cum, words
+
+
+def limit_search(cum: np.ndarray, words: np.ndarray, tokens: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The limit, "search" form: per token a uniform and a vectorized binary search in its word's row."""
+    width = cum.shape[1]
+    flat, wflat = cum.reshape(-1), words.reshape(-1)
+    out = np.empty(tokens.size, dtype=np.int64)
+    top = 1 << ((width - 1).bit_length() - 1)
+    n = min(tokens.size, _SEARCH_BLOCK)
+    cand, vals, le = np.empty(n, dtype=np.int64), np.empty(n), np.empty(n, dtype=bool)
+    for s in range(0, tokens.size, _SEARCH_BLOCK):
+        base = tokens[s : s + _SEARCH_BLOCK] * width
+        m = base.size
+        last = base + (width - 1)
+        u = rng.random(m) * np.take(flat, last)
+        idx = base - 1  # the flat index of the last entry <= u (base - 1: none)
+        step = top
+        while step:
+            np.add(idx, step, out=cand[:m])
+            np.minimum(cand[:m], last, out=cand[:m])
+            np.take(flat, cand[:m], out=vals[:m])
+            np.less_equal(vals[:m], u, out=le[:m])
+            np.copyto(idx, cand[:m], where=le[:m])
+            step >>= 1
+        np.minimum(idx + 1, last, out=idx)  # the first entry > u: the draw
+        out[s : s + m] = np.take(wflat, idx)
+    return out
+
+
+def limit_scan(cum: np.ndarray, words: np.ndarray, tokens: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The limit, "scan" form: per token a uniform, its word's whole row gathered, the entries <= u counted."""
+    width = cum.shape[1]
+    out = np.empty(tokens.size, dtype=np.int64)
+    for s in range(0, tokens.size, _SCAN_BLOCK):
+        w = tokens[s : s + _SCAN_BLOCK]
+        rows = np.take(cum, w, axis=0)
+        u = rng.random(w.size) * rows[:, -1]
+        c = np.minimum(np.count_nonzero(rows <= u[:, None], axis=1), width - 1)
+        out[s : s + w.size] = words[w, c]
+    return out
+
+
+# -- one deniable cell ----------------------------------------------------------------------------
 
 
 def child(eps: float, n_tokens: int, first: int, mode: str) -> dict[str, float]:
-    """One fresh-process measurement (run with ``--child``).
-
-    ``mode`` "prepared": the k-NN tables and the envelope totals at ``eps`` are prepared
-    (``deniable prepare -m tem -e EPS``); "tables": the k-NN tables only, the totals are
-    memoized per process as words are met (``deniable prepare -m tem``).
-    """
+    """One fresh-process measurement (run with ``--child``): TEM in ``mode``, then its limit."""
     t_start = time.perf_counter()
     limiter = pin_threads(1)
     import deniable
@@ -75,83 +173,122 @@ def child(eps: float, n_tokens: int, first: int, mode: str) -> dict[str, float]:
         raise SystemExit(f"the TEM artefacts are not prepared: run `deniable prepare -m tem -e {eps:g}` first")
     if mode == "tables":  # look the totals up under parameters nobody prepared: the memo serves them
         TruncatedExponential._totals_params = lambda self: {"not": "prepared"}  # type: ignore[method-assign]
-    t_open = time.perf_counter()
-    mech = TruncatedExponential(emb, eps)
+    mech = TruncatedExponential(emb, eps, history_free=mode == "history-free")
+    mech._prepared_knn()  # open (and in history-free mode prefault) the tables: start-up
     rng = deniable.secure_generator()
-    t0 = time.perf_counter()
+    t_open = time.perf_counter()
     mech.privatize(ids[:first], rng)
     t1 = time.perf_counter()
-    mech.privatize(ids[first:], rng)
+    rest = ids[first:]
+    mech.privatize(rest, rng)
     t2 = time.perf_counter()
-    mech.privatize(ids[first:], rng)  # the same tokens again: what a warm process gets
-    t_again = time.perf_counter() - t2
-    # the reference of the issue: a plain numpy inverse-CDF draw (one random number and a
-    # binary search in a 256-entry CDF per token), in the same process, right after
-    cdf = np.cumsum(rng.random(256))
-    t3 = time.perf_counter()
-    np.searchsorted(cdf, rng.random(len(ids)) * cdf[-1])
-    t4 = time.perf_counter()
+    cum, words = limit_tables(mech, rest)  # not timed: public, built once (a prepared artefact would be)
+    times = {}
+    for name, fn in (("search", limit_search), ("scan", limit_scan)):
+        t = time.perf_counter()
+        fn(cum, words, rest, rng)
+        times[name] = time.perf_counter() - t
+    t_again = math.nan  # history-free keeps nothing between calls: "again" is "rest" by design
+    if mode != "history-free":
+        t3 = time.perf_counter()
+        mech.privatize(rest, rng)  # the same tokens again: what a warm process gets
+        t_again = time.perf_counter() - t3
     del limiter
+    best = min(times, key=times.__getitem__)
     return {
-        "reference draws/s": len(ids) / (t4 - t3),
         "start-up s": t_open - t_start,
-        "first batch tok/s": first / (t1 - t0),
-        "rest tok/s": (len(ids) - first) / (t2 - t1),
-        "again tok/s": (len(ids) - first) / t_again,
+        "first batch tok/s": first / (t1 - t_open),
+        "rest tok/s": rest.size / (t2 - t1),
+        "again tok/s": rest.size / t_again,
+        "limit tok/s": rest.size / times[best],
+        "limit search tok/s": rest.size / times["search"],
+        "limit scan tok/s": rest.size / times["scan"],
         "peak RSS MB": peak_rss_mb(),
     }
 
 
-def mldp_child(eps: float, n_tokens: int) -> None:
-    """MLDP's TEM (``mldp-text``) on the first ``n_tokens`` of the same tokens, one thread.
+# -- MLDP -----------------------------------------------------------------------------------------
 
-    Prints a JSON line after every token (tokens done, seconds), so a parent that stops
-    it at its time limit still knows the rate.
-    """
-    limiter = pin_threads(1)
+
+def write_mldp_inputs(folder: Path, n_tokens: int) -> None:
+    """The vocabulary, its vectors and the first tokens' words, for MLDP's child (public data and IMDb words)."""
     import deniable
 
     emb = deniable.load_embedding()
     ids, _ = corpus_ids(emb, n_tokens)
-    mldp = mldp_mechanism(emb, "TEM", eps)
-    if mldp is None:
-        print(json.dumps({"done": 0, "seconds": 0.0, "installed": False}), flush=True)
-        return
+    (folder / "vocab.json").write_text(json.dumps(list(emb.words(np.arange(emb.size)))))
+    np.save(folder / "vectors.npy", np.asarray(emb.vectors, dtype=np.float32)[: emb.size])
+    (folder / "tokens.json").write_text(json.dumps(list(emb.words(ids))))
+
+
+def mldp_child(folder: Path, eps: float, seconds: float) -> None:
+    """MLDP's TEM (``mldp-text``), one thread, for ``seconds`` after its start-up.
+
+    Prints ``{"ready": true}`` once started, then a JSON line after every token (tokens done,
+    seconds since ready), so a parent that stops it still knows the rate.
+    """
+    limiter = pin_threads(1)
+    words = json.loads((folder / "vocab.json").read_text())
+    mldp = mldp_from_arrays(words, np.load(folder / "vectors.npy"), "TEM", eps)
+    tokens = json.loads((folder / "tokens.json").read_text())
+    print(json.dumps({"ready": True}), flush=True)
     t0 = time.perf_counter()
-    for i, w in enumerate(emb.words(ids)):
+    for i, w in enumerate(itertools.cycle(tokens)):
         mldp.replace_word(w)
-        print(json.dumps({"done": i + 1, "seconds": time.perf_counter() - t0, "installed": True}), flush=True)
+        elapsed = time.perf_counter() - t0
+        print(json.dumps({"done": i + 1, "seconds": elapsed}), flush=True)
+        if elapsed >= seconds:
+            break
     del limiter
 
 
-def mldp_rate(eps: float, args: argparse.Namespace) -> dict[str, object]:
-    """MLDP's tokens/s in a fresh process, or its upper bound when not one token finished in time."""
-    cmd = [sys.executable, __file__, "--mldp-child", str(eps), "--mldp-tokens", str(args.mldp_tokens)]
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.mldp_timeout).stdout
-        timed_out = False
-    except subprocess.TimeoutExpired as exc:
-        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        timed_out = True
-    lines = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
-    if lines and not lines[-1]["installed"]:
-        return {}
-    if not lines or lines[-1]["done"] == 0:
-        return {"MLDP tok/s": 1.0 / args.mldp_timeout, "MLDP bound": True}
-    last = lines[-1]
-    return {"MLDP tok/s": last["done"] / last["seconds"], "MLDP bound": timed_out and last["done"] == 0}
+def mldp_rate(eps: float, folder: Path, args: argparse.Namespace) -> dict[str, float]:
+    """MLDP's tokens/s after its start-up (and the start-up's wall seconds), in a fresh process."""
+    cmd = [args.mldp_python, __file__, "--mldp-child", str(eps), "--mldp-folder", str(folder)]
+    cmd += ["--mldp-seconds", str(args.mldp_seconds)]
+    t_spawn = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    ready, last = None, None
+    assert proc.stdout is not None
+    deadline = t_spawn + args.mldp_timeout
+    for line in proc.stdout:
+        if line.startswith('{"ready"'):
+            ready = time.perf_counter() - t_spawn
+        elif line.startswith("{"):
+            last = json.loads(line)
+        if time.perf_counter() > deadline:
+            proc.kill()
+            break
+    proc.wait()
+    if ready is None or last is None:
+        raise SystemExit(f"MLDP's child ({args.mldp_python}) did not start or privatized nothing")
+    return {"MLDP tok/s": last["done"] / last["seconds"], "MLDP tokens": last["done"], "MLDP start-up s": ready}
+
+
+# -- the run --------------------------------------------------------------------------------------
+
+
+def run_cell(eps: float, mode: str, args: argparse.Namespace) -> dict[str, float]:
+    cmd = [sys.executable, __file__, "--child", str(eps), "--mode", mode]
+    cmd += ["--tokens", str(args.tokens), "--first", str(args.first)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--epsilons", default="2,3,5,10,20")
+    ap.add_argument("--epsilons", default="1,2,3,5,10")
     ap.add_argument("--tokens", type=int, default=1_000_000)
     ap.add_argument("--first", type=int, default=10_000, help="tokens in the first batch")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--modes", default="prepared,tables", help="prepared (tables + totals) and/or tables")
+    ap.add_argument("--modes", default="history-free", help="history-free, prepared and/or tables")
+    ap.add_argument("--busy", action="store_true", help="also each cell beside 2 spinning processes")
     ap.add_argument("--mode", default="prepared", help=argparse.SUPPRESS)
-    ap.add_argument("--mldp-tokens", type=int, default=10, help="tokens per MLDP round (0: skip MLDP)")
-    ap.add_argument("--mldp-timeout", type=float, default=120.0, help="seconds per MLDP round")
+    ap.add_argument("--mldp-python", default="", help="a Python with mldp-text (empty: skip MLDP)")
+    ap.add_argument("--mldp-seconds", type=float, default=20.0, help="MLDP's seconds per round after start-up")
+    ap.add_argument("--mldp-timeout", type=float, default=180.0, help="wall limit of one MLDP child")
+    ap.add_argument("--mldp-tokens", type=int, default=5000, help="IMDb tokens handed to MLDP (cycled)")
+    ap.add_argument("--mldp-folder", default="", help=argparse.SUPPRESS)
     ap.add_argument("--child", type=float, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--mldp-child", type=float, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -159,58 +296,66 @@ def main() -> None:
         print(json.dumps(child(args.child, args.tokens, args.first, args.mode)))
         return
     if args.mldp_child is not None:
-        mldp_child(args.mldp_child, args.mldp_tokens)
+        mldp_child(Path(args.mldp_folder), args.mldp_child, args.mldp_seconds)
         return
     epsilons = [float(e) for e in args.epsilons.split(",")]
     modes = [m for m in args.modes.split(",") if m]
-    if not modes or set(modes) - {"prepared", "tables"}:
-        ap.error(f"--modes: prepared and/or tables, not {args.modes!r}")
-    cells = [(e, m) for e in epsilons for m in modes]
-    runs: dict[tuple[float, str], list[dict[str, float]]] = {c: [] for c in cells}
+    if not modes or set(modes) - set(MODES):
+        ap.error(f"--modes: some of {', '.join(MODES)}, not {args.modes!r}")
+    loads_of = ("idle", "busy") if args.busy else ("idle",)
+    cells = [(e, m, b) for e in epsilons for m in modes for b in loads_of]
+    runs: dict[tuple[float, str, str], list[dict[str, float]]] = {c: [] for c in cells}
+    mldp: dict[float, list[dict[str, float]]] = {e: [] for e in epsilons}
     loads = [load_average()]
-    for _ in range(args.rounds):
-        for eps, mode in cells:
-            cmd = [sys.executable, __file__, "--child", str(eps), "--mode", mode]
-            cmd += ["--tokens", str(args.tokens), "--first", str(args.first)]
-            out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-            run = json.loads(out.strip().splitlines()[-1])
-            if args.mldp_tokens and mode == modes[0]:
-                run.update(mldp_rate(eps, args))
-            elif runs[(eps, modes[0])]:  # MLDP once per epsilon and round
-                run.update({k: v for k, v in runs[(eps, modes[0])][-1].items() if k.startswith("MLDP")})
-            runs[(eps, mode)].append(run)
-        loads.append(load_average())
+    with contextlib.ExitStack() as stack:
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-tem-mldp-")))
+        if args.mldp_python:
+            write_mldp_inputs(folder, args.mldp_tokens)
+        for _ in range(args.rounds):
+            for eps in epsilons:
+                for cell in [c for c in cells if c[0] == eps]:
+                    with busy_cores(2) if cell[2] == "busy" else contextlib.nullcontext():
+                        runs[cell].append(run_cell(eps, cell[1], args))
+                    print(cell, {k: round(v) for k, v in runs[cell][-1].items()}, file=sys.stderr, flush=True)
+                if args.mldp_python:
+                    mldp[eps].append(mldp_rate(eps, folder, args))
+                    print(eps, mldp[eps][-1], file=sys.stderr, flush=True)
+            loads.append(load_average())
     rows = []
-    for eps, mode in cells:
-        rs = runs[(eps, mode)]
+    for eps, mode, busy in cells:
+        rs = runs[(eps, mode, busy)]
+        ms = mldp[eps] if busy == "idle" else []
         rows.append(
             {
                 "eps": eps,
-                "prepared": "tables + totals" if mode == "prepared" else "tables (totals memoized)",
-                "first batch tok/s": summarise([r["first batch tok/s"] for r in rs]),
-                "rest tok/s": summarise([r["rest tok/s"] for r in rs]),
-                "rest again tok/s": summarise([r["again tok/s"] for r in rs]),
-                "TEM / reference": summarise([r["rest tok/s"] / r["reference draws/s"] for r in rs]),
-                "MLDP tok/s": (
-                    ("< " if any(r["MLDP bound"] for r in rs) else "") + summarise([r["MLDP tok/s"] for r in rs])
-                )
-                if "MLDP tok/s" in rs[0]
-                else "not installed",
-                "x MLDP": (
-                    ("> " if any(r["MLDP bound"] for r in rs) else "")
-                    + summarise([r["rest tok/s"] / r["MLDP tok/s"] for r in rs])
-                )
-                if "MLDP tok/s" in rs[0]
+                "mode": mode,
+                "cores": "idle" if busy == "idle" else "busy (2 spinners)",
+                "first batch tok/s *": summarise([r["first batch tok/s"] for r in rs]),
+                "rest tok/s *": summarise([r["rest tok/s"] for r in rs]),
+                "limit tok/s *": summarise([r["limit tok/s"] for r in rs]),
+                "TEM / limit": summarise([r["rest tok/s"] / r["limit tok/s"] for r in rs]),
+                "limit form (search / scan wins)": "{} / {}".format(
+                    sum(r["limit search tok/s"] >= r["limit scan tok/s"] for r in rs),
+                    sum(r["limit search tok/s"] < r["limit scan tok/s"] for r in rs),
+                ),
+                "again tok/s *": "-" if mode == "history-free" else summarise([r["again tok/s"] for r in rs]),
+                "MLDP tok/s *": summarise([m["MLDP tok/s"] for m in ms]) if ms else "-",
+                "MLDP tokens": summarise([m["MLDP tokens"] for m in ms]) if ms else "-",
+                "x MLDP": summarise([r["rest tok/s"] / m["MLDP tok/s"] for r, m in zip(rs, ms, strict=True)])
+                if ms
                 else "-",
                 "start-up s": summarise([r["start-up s"] for r in rs]),
+                "MLDP start-up s": summarise([m["MLDP start-up s"] for m in ms]) if ms else "-",
                 "peak RSS MB": summarise([r["peak RSS MB"] for r in rs]),
             }
         )
     print(
         f"TEM from the prepared tables, default embedding, 1 thread, a fresh process per cell; "
-        f"{args.tokens:,} IMDb tokens (first batch {args.first:,}); {args.rounds} interleaved rounds, "
-        f"median (min-max)"
+        f"{args.tokens:,} IMDb tokens (first batch {args.first:,}, rest {args.tokens - args.first:,}); "
+        f"{args.rounds} interleaved rounds, median (min-max); MLDP {args.mldp_seconds:g} s per round"
     )
+    print("* excludes start-up (imports, loading the embedding, opening and verifying the prepared tables;")
+    print("  MLDP: imports and its gensim index), reported in its own columns")
     print("load average before/after each round: " + " | ".join(loads))
     print(table(rows))
 
