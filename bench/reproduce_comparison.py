@@ -119,7 +119,7 @@ def changed_share_table(run_dirs: list[Path]) -> str:
     """
     acc: dict[tuple[str, str, int], float] = {}
     chg: dict[tuple[str, str, int], float] = {}
-    clean: list[float] = []
+    clean: dict[int, float] = {}  # by repeat: every unit holds the same clean runs (same splits)
     for d in run_dirs:
         path = d / "runs.csv"
         if not path.is_file():
@@ -129,7 +129,7 @@ def changed_share_table(run_dirs: list[Path]) -> str:
                 if row["metric"] != "accuracy":
                     continue
                 if row["mechanism"] == "none":
-                    clean.append(float(row["value"]))
+                    clean[int(row["repeat"])] = float(row["value"])
                     continue
                 key = (row["mechanism"], row["epsilon"], int(row["repeat"]))
                 acc[key] = float(row["value"])
@@ -165,7 +165,7 @@ def changed_share_table(run_dirs: list[Path]) -> str:
         share_lines.append(f"| {m} | " + ", ".join(shares) + " |")
     head = ""
     if clean:
-        mean, lo, hi = _t_interval(clean)
+        mean, lo, hi = _t_interval(list(clean.values()))
         head = f"Clean accuracy (no privatization): {mean:.3f} [{lo:.3f}, {hi:.3f}] over {len(clean)} repeats.\n\n"
     return (
         head + "Accuracy (train private, test clean) at a matched share of changed words, mean [95% t-interval] over "
