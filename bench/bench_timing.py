@@ -131,26 +131,29 @@ def run_experiments(
         call(rng.choice(every, size=args.tokens))
     # (a) kept vs changed, single tokens
     lat, lab = [], []
-    for _ in range(args.single):
+    for _ in range(args.single if "a" in args.experiments else 0):
         w = rng.choice(every, size=1)
         t, y = call(w)
         lat.append(t)
         lab.append(int(y[0] == w[0]))
-    out["a kept(1) vs changed(0)"] = summarize(np.array(lat), np.array(lab))
+    if lat:
+        out["a kept(1) vs changed(0)"] = summarize(np.array(lat), np.array(lab))
     # (b) one word vs distinct words
     lat, lab = [], []
-    for label in rng.permutation(np.repeat([0, 1], args.batches)):
+    for label in rng.permutation(np.repeat([0, 1], args.batches if "b" in args.experiments else 0)):
         ids = np.repeat(rng.choice(every), args.tokens) if label == 0 else rng.choice(every, args.tokens, replace=False)
         lat.append(call(ids)[0])
         lab.append(label)
-    out["b one(0) vs distinct(1)"] = summarize(np.array(lat), np.array(lab))
+    if lat:
+        out["b one(0) vs distinct(1)"] = summarize(np.array(lat), np.array(lab))
     # (c) frequent vs rare
     lat, lab = [], []
-    for label in rng.permutation(np.repeat([0, 1], args.batches * 4)):
+    for label in rng.permutation(np.repeat([0, 1], args.batches * 4 if "c" in args.experiments else 0)):
         ids = rng.choice(frequent if label == 0 else rare, args.small)
         lat.append(call(ids)[0])
         lab.append(label)
-    out["c frequent(0) vs rare(1)"] = summarize(np.array(lat), np.array(lab))
+    if lat:
+        out["c frequent(0) vs rare(1)"] = summarize(np.array(lat), np.array(lab))
     return out
 
 
@@ -330,6 +333,7 @@ def main() -> None:
     ap.add_argument("--vocab-size", type=int, default=50_000)
     ap.add_argument("--epsilon", type=float, default=10.0)
     ap.add_argument("--mechanisms", default=",".join(DEFAULT))
+    ap.add_argument("--experiments", default="abc", help="which of (a), (b), (c) to run, e.g. 'b'")
     ap.add_argument("--single", type=int, default=600, help="single-token calls of (a)")
     ap.add_argument("--batches", type=int, default=40, help="calls per class of (b); (c) makes 4x as many")
     ap.add_argument("--tokens", type=int, default=2000, help="tokens per call of (b)")
