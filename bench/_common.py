@@ -170,3 +170,68 @@ def _fmt(v: object) -> str:
     if isinstance(v, int):
         return f"{v:,}"
     return str(v)
+
+
+# -- MLDP in its own environment ------------------------------------------------------------------
+# ``mldp-text`` pins numpy 1.x, so it lives in a venv of its own (``--mldp-python``) without
+# deniable: the parent writes the vocabulary, its vectors and the tokens' words to a folder,
+# and a child of that Python (this file run as a script) reads them and privatizes for a
+# fixed time after its own start-up.
+
+
+def write_mldp_inputs(folder: Path, embedding, ids: np.ndarray) -> None:  # type: ignore[no-untyped-def]
+    """The vocabulary, its vectors and the words of ``ids``, for :func:`mldp_rate`'s child (public data, IMDb words)."""
+    (folder / "vocab.json").write_text(json.dumps(list(embedding.words(np.arange(embedding.size)))))
+    np.save(folder / "vectors.npy", np.asarray(embedding.vectors, dtype=np.float32)[: embedding.size])
+    (folder / "tokens.json").write_text(json.dumps(list(embedding.words(ids))))
+
+
+def _mldp_child(name: str, epsilon: float, folder: Path, seconds: float) -> None:
+    """MLDP's ``name`` on the folder's tokens (cycled), one thread, for ``seconds`` after its start-up.
+
+    Prints ``{"ready": true}`` once started, then a JSON line after every token (tokens done,
+    seconds since ready), so a parent that stops it still knows the rate.
+    """
+    import itertools
+
+    limiter = pin_threads(1)
+    words = json.loads((folder / "vocab.json").read_text())
+    mldp = mldp_from_arrays(words, np.load(folder / "vectors.npy"), name, epsilon)
+    tokens = json.loads((folder / "tokens.json").read_text())
+    print(json.dumps({"ready": True}), flush=True)
+    t0 = time.perf_counter()
+    for i, w in enumerate(itertools.cycle(tokens)):
+        mldp.replace_word(w)
+        elapsed = time.perf_counter() - t0
+        print(json.dumps({"done": i + 1, "seconds": elapsed}), flush=True)
+        if elapsed >= seconds:
+            break
+    del limiter
+
+
+def mldp_rate(
+    python: str, name: str, epsilon: float, folder: Path, seconds: float, timeout: float = 300.0
+) -> dict[str, float]:
+    """MLDP's ``name`` in a fresh process of ``python``: tokens/s after its start-up, the tokens
+    it did, and the start-up's wall seconds (imports, reading the inputs, building its index)."""
+    cmd = [python, str(Path(__file__).resolve()), "mldp-child", name, str(epsilon), str(folder), str(seconds)]
+    t_spawn = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    ready, last = None, None
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith('{"ready"'):
+            ready = time.perf_counter() - t_spawn
+        elif line.startswith("{"):
+            last = json.loads(line)
+        if time.perf_counter() - t_spawn > timeout:
+            proc.kill()
+            break
+    proc.wait()
+    if ready is None or last is None:
+        raise SystemExit(f"MLDP's child ({python}) did not start or privatized nothing: does it have mldp-text?")
+    return {"MLDP tok/s": last["done"] / last["seconds"], "MLDP tokens": last["done"], "MLDP start-up s": ready}
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["mldp-child"]:
+    _mldp_child(sys.argv[2], float(sys.argv[3]), Path(sys.argv[4]), float(sys.argv[5]))

@@ -32,6 +32,19 @@ def test_exact_matches_brute_force_across_blocks(data: tuple[np.ndarray, np.ndar
     np.testing.assert_allclose(d, bd, rtol=1e-4, atol=1e-4)
 
 
+def test_exact_default_blocks_give_the_words_of_other_shapes() -> None:
+    # the default block shape is a speed choice only: every shape returns the same words
+    r = np.random.default_rng(1)
+    x, q = r.normal(size=(40_000, 50)).astype(np.float32), r.normal(size=(600, 50)).astype(np.float32)
+    d, i = ExactIndex(x).search(q, 1)
+    assert (ExactIndex(x).vocab_block, ExactIndex(x).query_block) == (8192, 256)
+    for vb, qb in [(16384, 256), (2048, 512), (40_000, 600)]:  # the old default, smaller, one block
+        d2, i2 = ExactIndex(x, vocab_block=vb, query_block=qb).search(q, 1)
+        np.testing.assert_array_equal(i2, i)
+        np.testing.assert_allclose(d2, d, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(i, _brute(x, q, 1)[1])
+
+
 def test_faiss_flat_and_hnsw_agree_with_exact(data: tuple[np.ndarray, np.ndarray]) -> None:
     x, q = data
     _, exact = ExactIndex(x).search(q, 1)
