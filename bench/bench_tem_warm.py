@@ -11,8 +11,8 @@ its word's row found in the (V, 257) float64 table, the entry by inverse CDF, an
 of that entry (the outside entry gives -1: the limit does not draw an outside word, TEM
 does). Two plain forms are timed, each drawing the rest of the tokens again and again for
 at least a second: "row scan", the issue's own form (the token's whole row gathered and its
-entries <= u counted, 2,048 tokens at a time: 257 reads per token; it runs at the issue's
-1.7-2.1M tok/s here), and "binary search" (9 gathers per token: the same draws with less
+entries <= u counted, 2,048 tokens at a time: 257 reads per token; 1.1-2.4M tok/s idle
+here, where the issue's limit ran at 1.7-2.1M), and "binary search" (9 gathers per token: the same draws with less
 memory traffic, a stricter bound). Both run in the same process right after TEM, on the same
 tokens, so ``TEM / limit`` holds across loads.
 
