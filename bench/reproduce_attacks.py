@@ -11,7 +11,8 @@ and the six Enron mailboxes. Usage (DENIABLE_DATA points at the shared data, def
 texts to 100 words and runs one repeat. Extra arguments go to ``deniable evaluate``.
 
 **Units, resumable** (``--units``): each unit (a mechanism, or a few sharing a grid) runs in its
-own folder ``<out>/<task>/<unit>`` on the same split (same ``--seed``); a unit whose
+own folder ``<out>/<task>/<unit>`` (one ``--out`` per attack: a folder holding the other attack's
+run is refused) on the same split (same ``--seed``); a unit whose
 ``results.csv`` exists with the same command recorded in ``settings.json`` is skipped, so an
 interrupted run continues where it stopped (``--force`` reruns). BRR runs at the epsilons
 times the seed-001 privacy ratio to madlib (0.047 on GloVe 6B 50-d, 256-bit codes), and
@@ -21,6 +22,8 @@ The decisive run of docs/audit.md::
     python bench/reproduce_attacks.py --attack authorship --tasks 20newsgroups --out docs/figures/decisive/attacks \\
         --units madlib-hnsw,tem,vickrey-hnsw,mahalanobis-hnsw,custext,brr-hnsw,diffractor -e 2,5,10 \\
         --max-users 30 --max-words 50 --repeats 5
+    python bench/reproduce_attacks.py --attack user-audit --tasks 20newsgroups --out docs/figures/decisive/user-audit \\
+        --units madlib-hnsw -e 1,5,10 --max-users 100 --max-words 100 --repeats 5
 """
 
 from __future__ import annotations
@@ -74,6 +77,15 @@ def _done(folder: Path, argv: list[str]) -> bool:
     return (folder / "results.csv").is_file() and str(recorded).endswith(shlex.join(argv))
 
 
+def _other_attack(folder: Path, attack: str) -> str:
+    """The attack a folder's settings record when it is not ``attack`` (else ""): never overwrite it."""
+    try:
+        recorded = json.loads((folder / "settings.json").read_text(encoding="utf-8")).get("attack", attack)
+    except (OSError, ValueError):
+        return ""
+    return "" if recorded == attack else str(recorded)
+
+
 def _run(argv: list[str]) -> None:
     print("deniable " + shlex.join(argv), file=sys.stderr, flush=True)
     sys.argv = ["deniable", *argv]  # recorded as the command in settings.json
@@ -111,6 +123,9 @@ def main() -> None:
             folder = Path(args.out) / task / unit
             argv = [*common, "--out", str(folder), "-m", mechs, "-e", _epsilons(rule, args.epsilon or epsilons),
                     *flags, *tail]  # fmt: skip
+            other = _other_attack(folder, args.attack)
+            if other:
+                sys.exit(f"{folder} holds a {other} run: give --attack {args.attack} another --out")
             if _done(folder, argv) and not args.force:
                 print(f"== {task} {unit}: complete, skipped", file=sys.stderr, flush=True)
                 continue
