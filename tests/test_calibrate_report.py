@@ -70,6 +70,28 @@ def test_cli_calibrate_without_report(emb_dir: Path, capsys: pytest.CaptureFixtu
     assert "constraints:" in capsys.readouterr().out
 
 
+def test_cli_report_without_matplotlib_is_refused_before_the_work(
+    emb_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """calibrate --report and prepare --calibration --report check for matplotlib first (exit 3, no work done)."""
+    import importlib.util
+
+    import deniable.calibrate
+    import deniable.preparation
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    calls: list[str] = []
+    monkeypatch.setattr(deniable.calibrate, "choose_epsilon", lambda *a, **k: calls.append("choose"))
+    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
+    common = ["--embedding", str(emb_dir), "--report", str(tmp_path / "rep"), "-q"]
+    assert run_app(["calibrate", "-e", "1,4", "--words", "5", *common]) == 3
+    assert "matplotlib" in capsys.readouterr().err
+    assert run_app(["prepare", "--calibration", "-m", "tem", *common]) == 3
+    assert "matplotlib" in capsys.readouterr().err
+    assert not calls and not (tmp_path / "rep").exists() and not (tmp_path / "cache").exists()
+
+
 @pytest.mark.parametrize(
     "extra",
     [["--words", "zero"], ["--words", "0"], ["-e", "1,x"], ["--samples", "0"], ["-m", "nope"], ["--gamma", "1"]],

@@ -113,3 +113,24 @@ def test_cli_on_a_slice_of_insuranceqa(tmp_path: Path, capsys: pytest.CaptureFix
     with open(out / "results.csv", newline="") as fh:
         rows = {(r["mode"], r["metric"]): float(r["mean"]) for r in csv.DictReader(fh)}
     assert 0 < rows["clean", "map"] <= 1 and rows["train", "mrr"] == rows["clean", "mrr"]
+
+
+def test_missing_matplotlib_is_said_before_the_work(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without matplotlib, plots are refused before any evaluation runs (not after it, losing the work)."""
+    import importlib.util
+
+    import deniable.experiments as experiments
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    ran: list[bool] = []
+    monkeypatch.setattr(experiments, "run_evaluation", lambda *a, **k: ran.append(True))
+    out = tmp_path / "res"
+    args = [*base(files, out), "--mechanism", "madlib", "--epsilon", "1", "--train-size", "30", "--test-size", "30"]
+    code, _, stderr = run_cli(args, capsys)
+    assert code == 3 and "matplotlib" in stderr and "--no-plots" in stderr
+    assert not ran and not out.exists()
+    code, _, stderr = run_cli([*args, "--no-plots", "--model", "tfidf", "--repeats", "1"], capsys)
+    assert ran and "matplotlib" not in stderr

@@ -34,11 +34,25 @@ __all__ = [
     "plot_curve",
     "plot_histograms",
     "plot_neighbours",
+    "require_matplotlib",
     "save_figure",
     "write_report",
 ]
 
 _PERCENTILE_STYLES = ("--", "-.", "-", "-.", "--")
+
+
+#: what a plot asked for without matplotlib says (the 'report' extra has it)
+NO_MATPLOTLIB = "plots need matplotlib, which is not installed: pip install 'deniable[report]'"
+
+
+def require_matplotlib(alternative: str = "") -> None:
+    """Raise :class:`DeniableError` now when matplotlib is missing: a command that will plot
+    checks before its work, not after it (``alternative``: e.g. "or pass --no-plots")."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise DeniableError(f"{NO_MATPLOTLIB}{f' ({alternative})' if alternative else ''}")
 
 
 def new_figure(width: float, height: float) -> Any:
@@ -47,7 +61,7 @@ def new_figure(width: float, height: float) -> Any:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError:  # pragma: no cover - depends on the environment
-        raise DeniableError("plots need matplotlib, which is not installed: pip install 'deniable[report]'") from None
+        raise DeniableError(NO_MATPLOTLIB) from None
     fig = Figure(figsize=(width, height), dpi=110, layout="constrained")
     FigureCanvasAgg(fig)
     return fig

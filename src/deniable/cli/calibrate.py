@@ -104,6 +104,10 @@ def calibrate_cmd(
         raise InvalidParameterError("--geometry-words", geometry_words, "an integer >= 0 (0 skips)")
     if example_draws < 1:
         raise InvalidParameterError("--example-draws", example_draws, "an integer >= 1")
+    if report is not None:
+        from ..report import require_matplotlib
+
+        require_matplotlib()  # before the work, not after it
     show = False if quiet else None
     rng = seeded(seed)
     t0 = time.perf_counter()

@@ -254,6 +254,10 @@ def evaluate_cmd(
     out_dir = Path(out)
     if out_dir.exists() and not out_dir.is_dir():
         raise InvalidParameterError("--out", out, "a folder (it exists and is a file)")
+    if plots and attack == "none":
+        from ..report import require_matplotlib
+
+        require_matplotlib("or pass --no-plots")  # before the work, not after it
     warn_seed(seed)
     t0 = time.perf_counter()
     if attack != "none":

@@ -127,6 +127,10 @@ def prepare_cmd(
     options = {k: v for k, v in given.items() if v is not None}
     for name in names:
         check_mechanism_name(name)  # before loading the embedding
+    if calibration and report is not None and not remove:
+        from ..report import require_matplotlib
+
+        require_matplotlib()  # before the build, not after it
     emb = load_embedding_option(embedding, vocab_size, vocabulary)
     if calibration and not remove:
         _calibrate(emb, names, metric, options, rebuild, quiet, report)
