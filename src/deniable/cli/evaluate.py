@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -23,6 +23,12 @@ from ._common import (
     parse_floats,
     warn_seed,
 )
+from ._config import from_options
+
+if TYPE_CHECKING:
+    from ..embedding import Vocabulary
+    from ..experiments import EvaluationConfig
+    from ..experiments.data import UserCorpus
 
 _TASK_HELP = (
     "A built-in recipe (imdb, sst2, sst5, 20newsgroups, enron, enron_spam, cfpb, insuranceqa: --data is its folder "
@@ -32,30 +38,9 @@ _TASK_HELP = (
 )
 
 
-def _run_attack(
-    attack: str,
-    task: str,
-    data: str,
-    out_dir: Path,
-    *,
-    mechanisms: Any,
-    epsilons: list[float],
-    model: str,
-    repeats: int,
-    seed: int | None,
-    min_posts: int,
-    max_users: int | None,
-    max_words: int | None,
-    oov: str,
-    embedding: str | None,
-    vocab_size: int | None,
-    quiet: bool,
-) -> None:
-    """``--attack authorship`` / ``--attack user-audit`` on a user corpus (docs/audit.md)."""
-    from ..embedding import Embedding
-    from ..experiments.authorship import write_attack_results
+def _user_corpus(task: str, data: str, min_posts: int, max_users: int | None) -> UserCorpus:
+    """The user corpus ``--attack`` runs on (docs/audit.md)."""
     from ..experiments.data import USER_CORPORA, load_user_corpus
-    from ..experiments.tasks import run_attack
 
     if task not in USER_CORPORA:
         raise InvalidParameterError("--task", task, "one of " + ", ".join(USER_CORPORA) + " with --attack")
@@ -63,22 +48,29 @@ def _run_attack(
         raise InvalidParameterError("--min-posts", min_posts, "an integer >= 2")
     if max_users is not None and max_users < 2:
         raise InvalidParameterError("--max-users", max_users, "an integer >= 2")
-    corpus = load_user_corpus(task, data, min_posts=min_posts, max_users=max_users)
-    emb = load_embedding_option(embedding, vocab_size)
-    emb = Embedding.check(emb)
-    err.print(f"{corpus.describe()}; embedding {emb.name} ({emb.size:,} words)", highlight=False)
+    return load_user_corpus(task, data, min_posts=min_posts, max_users=max_users)
+
+
+def _run_attack(
+    attack: str, corpus: UserCorpus, emb: Vocabulary, cfg: EvaluationConfig, out_dir: Path, show: bool | None
+) -> None:
+    """``--attack authorship`` / ``--attack user-audit`` on a user corpus (docs/audit.md)."""
+    from ..embedding import Embedding
+    from ..experiments.authorship import write_attack_results
+    from ..experiments.tasks import run_attack
+
     result = run_attack(
         attack,
         corpus,
-        emb,
-        mechanisms,
-        epsilons,
-        model=model,
-        repeats=repeats,
-        max_words=max_words,
-        oov=oov,
-        random_state=seed,
-        show_progress=False if quiet else None,
+        Embedding.check(emb),
+        cfg.mechanisms,
+        cfg.epsilons,
+        model=cfg.models[0],
+        repeats=cfg.repeats,
+        max_words=cfg.max_words,
+        oov=cfg.oov,
+        random_state=cfg.random_state,
+        show_progress=show,
     )
     paths = write_attack_results(result, out_dir, command=_command_line())
     sys.stdout.write(paths["results.md"].read_text(encoding="utf-8"))
@@ -223,7 +215,9 @@ def evaluate_cmd(
     the clean baseline. Privatizing is the slow part (every token of TR1 / TE1 per
     epsilon and repeat): subsample with --train-size / --test-size.
     """
+    parsed = dict(locals())  # the options as given, passed on by name
     from ..experiments import EvaluationConfig, markdown_table, mechanism_factories, run_evaluation, write_results
+    from ..experiments.data import TaskData
     from ..experiments.tasks import ATTACKS, TASKS, load_task_data
 
     mechs = [check_mechanism_name(m) for m in _names("--mechanism", mechanism)]
@@ -258,59 +252,40 @@ def evaluate_cmd(
         from ..report import require_matplotlib
 
         require_matplotlib("or pass --no-plots")  # before the work, not after it
-    warn_seed(seed)
-    t0 = time.perf_counter()
-    if attack != "none":
-        _run_attack(
-            attack,
-            task,
-            data,
-            out_dir,
-            mechanisms=factories,
-            epsilons=eps_list,
-            model=models[0],
-            repeats=repeats,
-            seed=seed,
-            min_posts=min_posts,
-            max_users=max_users,
-            max_words=max_words,
-            oov=oov,
-            embedding=embedding,
-            vocab_size=vocab_size,
-            quiet=quiet,
-        )
-        err.print(f"results written to {out_dir} ({time.perf_counter() - t0:.0f} s)", highlight=False)
-        return
-    data_set = load_task_data(
-        task,
-        data,
-        text_column=text_column,
-        label_column=label_column,
-        test=test,
-        test_fraction=test_fraction,
-        hf_train_split=hf_train_split,
-        hf_test_split=hf_test_split,
-    )
-    emb = load_embedding_option(embedding, vocab_size)
     with _flags_named():
-        cfg = EvaluationConfig(
+        cfg = from_options(
+            EvaluationConfig,
+            parsed,
             mechanisms=factories,
             epsilons=eps_list,
             models=models,
             modes=modes,
-            repeats=repeats,
             random_state=seed,
-            train_size=train_size,
-            test_size=test_size,
-            membership=membership,
-            label_feature=label_feature,
-            oov=oov,
-            negatives=negatives,
-            max_words=max_words,
         )
+    warn_seed(seed)
+    t0 = time.perf_counter()
+    show = False if quiet else None
+    data_set: UserCorpus | TaskData
+    if attack != "none":
+        data_set = _user_corpus(task, data, min_posts, max_users)
+    else:
+        data_set = load_task_data(
+            task,
+            data,
+            text_column=text_column,
+            label_column=label_column,
+            test=test,
+            test_fraction=test_fraction,
+            hf_train_split=hf_train_split,
+            hf_test_split=hf_test_split,
+        )
+    emb = load_embedding_option(embedding, vocab_size)
     err.print(f"{data_set.describe()}; embedding {emb.name} ({emb.size:,} words)", highlight=False)
-    with _flags_named("train_size", "test_size"):
-        result = run_evaluation(data_set, emb, cfg, show_progress=False if quiet else None)
-    write_results(result, out_dir, plots=plots, command=_command_line())
-    sys.stdout.write(markdown_table(result.summary()))
+    if isinstance(data_set, TaskData):
+        with _flags_named("train_size", "test_size"):
+            result = run_evaluation(data_set, emb, cfg, show_progress=show)
+        write_results(result, out_dir, plots=plots, command=_command_line())
+        sys.stdout.write(markdown_table(result.summary()))
+    else:
+        _run_attack(attack, data_set, emb, cfg, out_dir, show)
     err.print(f"results written to {out_dir} ({time.perf_counter() - t0:.0f} s)", highlight=False)

@@ -22,6 +22,7 @@ from ._common import (
     seeded,
     warn_seed,
 )
+from ._config import from_options
 from .mechanisms import mechanism_flag_help
 
 
@@ -135,6 +136,7 @@ def privatize_cmd(
     csv/tsv/jsonl/parquet, only the --column columns change; rows, order and
     every other column are kept.
     """
+    parsed = dict(locals())  # the options as given, passed on by name
     from ..privatizer import CASE_POLICIES, OOV_POLICIES
 
     eps_value = _epsilon_arg(epsilon, target)
@@ -150,26 +152,7 @@ def privatize_cmd(
         raise InvalidParameterError("--engine", engine, "local or spark[:MASTER]")
     if run_key_file is not None and seed is not None:
         raise InvalidParameterError("--run-key-file", "with --seed", "one of --run-key-file or --seed")
-    run = _Run(
-        input=input,
-        output=output,
-        format=format,
-        column=column,
-        epsilon=eps_value,
-        target=target,
-        mechanism=mechanism,
-        options=options,
-        embedding=embedding,
-        vocab_size=vocab_size,
-        vocabulary=vocabulary,
-        oov=oov,
-        case=case,
-        seed=seed,
-        batch_size=batch_size,
-        quiet=quiet,
-        run_key=_run_key(run_key_file),
-        input_label=input_label,
-    )
+    run = from_options(_Run, parsed, epsilon=eps_value, options=options, run_key=_run_key(run_key_file))
     t0 = time.perf_counter()
     priv, totals = _spark(run, master or "local[*]") if engine_name == "spark" else _local(run)
     if not quiet:
@@ -287,7 +270,8 @@ def _print_strength(mech: Any, options: dict[str, Any]) -> None:
 
 @dataclass(frozen=True)
 class _Run:
-    """One run as the command line gives it: what either engine reads."""
+    """One run as the command line gives it: what either engine reads (a field named as an option
+    of the command is filled from it: :func:`~deniable.cli._config.from_options`)."""
 
     input: str
     output: str

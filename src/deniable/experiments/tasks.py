@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
+
 from ..embedding import Embedding
 from .data import RECIPES, TaskData, UserCorpus, load_hf, load_labelled, load_task, split_stratified
 from .harness import MechanismFactory
@@ -66,7 +68,7 @@ def run_attack(
     repeats: int,
     max_words: int | None,
     oov: str,
-    random_state: int | None,
+    random_state: int | np.random.Generator | None,
     show_progress: bool | None,
 ) -> Results:
     """``authorship`` (attribute privatized texts to their authors, with ``model``) or ``user-audit``
