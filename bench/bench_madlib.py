@@ -55,6 +55,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -71,11 +72,10 @@ from _common import (
 )
 
 
-def speed(args: argparse.Namespace) -> None:
+def speed(args: argparse.Namespace, emb: Any) -> None:
     import deniable
     from deniable.mechanisms.laplace import MultivariateLaplace
 
-    emb = deniable.load_embedding()
     ids, source = corpus_ids(emb, args.tokens)
     limiter = pin_threads(1)
     default = MultivariateLaplace(emb, epsilon=args.epsilon)
@@ -138,18 +138,27 @@ def speed(args: argparse.Namespace) -> None:
     print(table(rows))
 
 
-def agreement(args: argparse.Namespace) -> None:
+def per_epsilon(epsilons: list[float], row_of: Callable[[float], dict[str, object]], caption: str) -> None:
+    """A row per epsilon, each on stderr as it comes (long runs show progress), then the caption and the table."""
+    rows = []
+    for eps in epsilons:
+        rows.append(row_of(eps))
+        print(rows[-1], file=sys.stderr, flush=True)
+    print(caption + "\n")
+    print(table(rows))
+
+
+def agreement(args: argparse.Namespace, emb: Any) -> None:
     import deniable
     from deniable.index import make_index
     from deniable.mechanisms.laplace import MultivariateLaplace
 
-    emb = deniable.load_embedding()
     real, source = corpus_ids(emb, args.tokens)
     draw = deniable.seeded_generator(1, warn=False)  # not seed 0: independent of the words auto was tuned on
     rand = draw.integers(0, emb.size, args.tokens)
     exact = make_index(emb, "exact")
-    rows = []
-    for eps in args.epsilons:
+
+    def row_of(eps: float) -> dict[str, object]:
         mech = MultivariateLaplace(emb, epsilon=eps)
         mech.prepare()
         hnsw = make_index(emb, "hnsw")
@@ -159,18 +168,20 @@ def agreement(args: argparse.Namespace) -> None:
             truth = exact.search(noisy, 1)[1][:, 0]
             row[f"default, {label}"] = f"{np.mean(mech.decode(noisy) == truth):.2%}"
             row[f"plain HNSW ef=128, {label}"] = f"{np.mean(hnsw.search(noisy, 1)[1][:, 0] == truth):.2%}"
-        rows.append(row)
-        print(row, file=sys.stderr, flush=True)
-    print(f"GloVe 6B 50-d, V={emb.size:,}; {args.tokens:,} {source} and {args.tokens:,} uniformly random words\n")
-    print(table(rows))
+        return row
+
+    per_epsilon(
+        args.epsilons,
+        row_of,
+        f"GloVe 6B 50-d, V={emb.size:,}; {args.tokens:,} {source} and {args.tokens:,} uniformly random words",
+    )
 
 
-def screen(args: argparse.Namespace) -> None:
+def screen(args: argparse.Namespace, emb: Any) -> None:
     import deniable
     from deniable.index import make_index
     from deniable.mechanisms.laplace import MultivariateLaplace
 
-    emb = deniable.load_embedding()
     x = np.asarray(emb.vectors, dtype=np.float64)[: emb.size]
     s = np.abs(x).max(axis=0) / 127.0  # per-dimension scale of the int8 vectors
     xq = np.round(x / s)  # int8 values (held as float64 for the product)
@@ -178,8 +189,8 @@ def screen(args: argparse.Namespace) -> None:
     sq = (x * x).sum(axis=1)
     exact = make_index(emb, "exact")
     draw = deniable.seeded_generator(2, warn=False)
-    rows = []
-    for eps in args.epsilons:
+
+    def row_of(eps: float) -> dict[str, object]:
         mech = MultivariateLaplace(emb, epsilon=eps, index="exact")
         noisy = mech.noisy_vectors(draw.integers(0, emb.size, args.tokens), draw)
         truth = exact.search(noisy, 1)[1][:, 0]
@@ -194,21 +205,22 @@ def screen(args: argparse.Namespace) -> None:
             if truth[i] not in keep:
                 raise SystemExit(f"eps {eps:g}, vector {i}: the exact answer is outside the screen")
             kept[i] = keep.size
-        row = {"epsilon": eps, "vectors": len(noisy), "kept median": float(np.median(kept))}
-        row |= {"kept p90": float(np.percentile(kept, 90)), "kept max": int(kept.max())}
-        rows.append(row)
-        print(row, file=sys.stderr, flush=True)
-    print(f"GloVe 6B 50-d, V={emb.size:,}; noisy vectors of uniformly random words; words kept by the int8 screen\n")
-    print(table(rows))
+        row: dict[str, object] = {"epsilon": eps, "vectors": len(noisy), "kept median": float(np.median(kept))}
+        return row | {"kept p90": float(np.percentile(kept, 90)), "kept max": int(kept.max())}
+
+    per_epsilon(
+        args.epsilons,
+        row_of,
+        f"GloVe 6B 50-d, V={emb.size:,}; noisy vectors of uniformly random words; words kept by the int8 screen",
+    )
 
 
-def gemm(args: argparse.Namespace) -> None:
+def gemm(args: argparse.Namespace, emb: Any) -> None:
     """The exact decode's block shapes against this CPU's square float32 GEMM rate, one thread, one run."""
     import deniable
     from deniable.index import ExactIndex, make_index
     from deniable.mechanisms.laplace import MultivariateLaplace
 
-    emb = deniable.load_embedding()
     ids, source = corpus_ids(emb, args.tokens)
     limiter = pin_threads(1)
     mech = MultivariateLaplace(emb, epsilon=args.epsilon, index="exact")
@@ -277,7 +289,10 @@ def main() -> None:
     ap.add_argument("--query-blocks", type=int, nargs="+", default=[64, 128, 256, 512])
     ap.add_argument("--vocab-blocks", type=int, nargs="+", default=[2048, 4096, 8192, 16384, 32768])
     args = ap.parse_args()
-    (gemm if args.gemm else screen if args.screen else agreement if args.agreement else speed)(args)
+    import deniable
+
+    section = gemm if args.gemm else screen if args.screen else agreement if args.agreement else speed
+    section(args, deniable.load_embedding())  # GloVe 6B 50-d, the embedding every section measures
 
 
 if __name__ == "__main__":

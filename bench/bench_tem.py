@@ -33,6 +33,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -136,10 +137,10 @@ def main() -> None:
     if rows:
         print(f"\nGloVe 6B 50-d; {args.tokens:,} tokens ({source}); metric {args.metric}; gamma from beta=1e-3")
         print(table(rows))
-    if args.precompute:
-        precompute_section(args)
-    if args.knn_all:
-        knn_section(args)
+    for vocab, section in ((args.precompute, precompute_section), (args.knn_all, knn_section)):
+        if vocab:  # the first V words and a large corpus in them
+            emb = full.subset(vocab)
+            section(args, emb, *corpus_ids(emb, args.big_tokens))
 
     if args.reviews:
         texts = imdb_texts(args.reviews)
@@ -173,12 +174,9 @@ def main() -> None:
         print(table(crow))
 
 
-def precompute_section(args: argparse.Namespace) -> None:
-    import deniable
+def precompute_section(args: argparse.Namespace, emb: Any, ids: np.ndarray, source: str) -> None:
     from deniable.mechanisms.tem import TruncatedExponential
 
-    emb = deniable.load_embedding().subset(args.precompute)
-    ids, source = corpus_ids(emb, args.big_tokens)
     prow = []
     for eps in [float(e) for e in args.precompute_epsilons.split(",")]:
         with fresh_cache() as cache:
@@ -207,13 +205,10 @@ def precompute_section(args: argparse.Namespace) -> None:
     print(table(prow))
 
 
-def knn_section(args: argparse.Namespace) -> None:
+def knn_section(args: argparse.Namespace, emb: Any, ids: np.ndarray, source: str) -> None:
     """One pre-computation of the k-NN tables (they do not depend on eps), then every eps from them."""
-    import deniable
     from deniable.mechanisms.tem import TruncatedExponential
 
-    emb = deniable.load_embedding().subset(args.knn_all)
-    ids, source = corpus_ids(emb, args.big_tokens)
     epsilons = [float(e) for e in args.epsilons.split(",")]
     krow = []
     with fresh_cache() as cache:
