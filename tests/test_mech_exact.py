@@ -121,6 +121,56 @@ def test_sampler_draws_from_the_exact_distribution(name: str, opts: dict) -> Non
             assert stats.chi2.sf(chi, keep.sum() - 1) > 1e-6, (name, w)
 
 
+@pytest.mark.parametrize("name", ["exponential", "santext_plus"])
+@pytest.mark.parametrize("history_free", [False, True])
+def test_every_token_of_a_mixed_call_gets_its_own_words_law(name: str, history_free: bool) -> None:
+    """Words repeated and shuffled in one call: each token's output follows its own word's law.
+
+    The default path computes one distance row per distinct word and hands its draws back to
+    that word's positions; a mix-up of positions (or of rows) would give a token another word's
+    law. The twin: the same draws against the law at the wrong epsilon must fail.
+    """
+    emb = small_embedding(8, n=12)
+    opts = {"sensitive_fraction": 0.5, "p": 0.4} if name == "santext_plus" else {}
+    mech = make_mechanism(name, emb, 2.0, history_free=history_free, block_bytes=16 * 12 * 2, **opts)
+    wrong = make_mechanism(name, emb, 3.0, **opts)
+    gen = np.random.default_rng(21)
+    words = np.array([0, 5, 5, 9, 11, 5, 0, 3])
+    ids = gen.permutation(np.repeat(words, 6_000))
+    out = mech.privatize(ids, gen)
+    for w in np.unique(words):
+        got = np.bincount(out[ids == w], minlength=emb.size)
+        n = int(got.sum())
+        for law, must_pass in ((mech, True), (wrong, False)):
+            expected = full_distribution(law, int(w), emb.size) * n
+            keep = expected > 0
+            assert np.all(got[~keep] == 0)
+            chi = float(np.sum((got[keep] - expected[keep]) ** 2 / expected[keep]))
+            assert bool(stats.chi2.sf(chi, keep.sum() - 1) > 1e-6) is must_pass, (name, w, law.epsilon)
+
+
+def test_default_path_computes_one_row_per_distinct_word() -> None:
+    """history_free=False: one distance row per distinct word; history_free=True: one per token."""
+    emb = small_embedding(4, n=40)
+    ids = np.array([3, 3, 3, 7, 3, 11, 7] * 50)
+    rows: list[int] = []
+    from deniable.mechanisms.exponential import OutputSet
+
+    original = OutputSet.distance_block
+
+    def counting(self: OutputSet, q: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        rows.append(int(q.shape[0]))
+        return original(self, q, out)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(OutputSet, "distance_block", counting)
+        ExponentialMechanism(emb, 1.0).privatize(ids, np.random.default_rng(0))
+        assert sum(rows) == 3
+        rows.clear()
+        ExponentialMechanism(emb, 1.0, history_free=True).privatize(ids, np.random.default_rng(0))
+        assert sum(rows) == ids.size
+
+
 @pytest.mark.parametrize("chunk", [1, 7, 40])
 def test_two_level_sampler_matches_the_distribution(chunk: int) -> None:
     """Chunks of the inverse CDF (a last chunk shorter than the others included) change nothing."""
@@ -139,9 +189,11 @@ def test_sampler_blocks_do_not_change_the_draws() -> None:
     """The block size only bounds memory: same generator state, same output."""
     emb = small_embedding(4, n=40)
     ids = np.arange(200) % 40
-    a = ExponentialMechanism(emb, 1.0, block_bytes=16 * 40 * 3).privatize(ids, np.random.default_rng(5))
-    b = ExponentialMechanism(emb, 1.0).privatize(ids, np.random.default_rng(5))
-    np.testing.assert_array_equal(a, b)
+    for free in (False, True):
+        a = ExponentialMechanism(emb, 1.0, block_bytes=16 * 40 * 3, history_free=free)
+        b = ExponentialMechanism(emb, 1.0, history_free=free)
+        rng_a, rng_b = np.random.default_rng(5), np.random.default_rng(5)
+        np.testing.assert_array_equal(a.privatize(ids, rng_a), b.privatize(ids, rng_b))
 
 
 def test_options_are_declared_and_validated() -> None:

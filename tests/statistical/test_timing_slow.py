@@ -2,7 +2,7 @@
 
 A small version of ``bench/bench_timing.py``: the Mann-Whitney AUC of per-call latency for
 (a) kept vs changed single-token calls (TEM with prepared tables and totals, the service's
-set-up) and (b) one word repeated vs distinct words (TEM, truncated_gumbel). The history-free
+set-up) and (b) one word repeated vs distinct words (TEM, truncated_gumbel, exponential). The history-free
 mechanism and a MUTANT with the early exit (or the dedup by distinct word) put back are timed
 in the same loop, calls interleaved at random, so load on the machine hits both alike. For (a)
 the history-free one must stay within a generous band around 0.5 and the mutant outside it;
@@ -24,6 +24,7 @@ from scipy.stats import mannwhitneyu
 
 from conftest import make_tiny_embedding
 from deniable import NotPrivateWarning, Privatizer
+from deniable.mechanisms.exponential import ExponentialMechanism
 from deniable.mechanisms.tem import TruncatedExponential
 from deniable.mechanisms.tem._self_first import privatize_fast
 from deniable.mechanisms.truncated_gumbel import TruncatedGumbel
@@ -42,9 +43,10 @@ BAND = 0.2
 #: about 1.4x that of one query repeated). docs/threat-model.md ("Timing in the library")
 #: states this residue, and that the service's padded responses are what hide it.
 #: The distinct/one ratio of median latencies allowed for history-free mode, and required of the
-#: mutant (measured on a quiet machine: TEM 1.07-1.09 vs 2.8-3.2; truncated_gumbel 1.33-1.43 vs 16-17).
-RATIO_FREE = {"tem": 1.5, "truncated_gumbel": 2.5}
-RATIO_MUTANT = {"tem": 2.0, "truncated_gumbel": 6.0}
+#: mutant (measured on a quiet machine: TEM 1.07-1.09 vs 2.8-3.2; truncated_gumbel 1.33-1.43 vs 16-17;
+#: exponential 1.00 vs 8.8).
+RATIO_FREE = {"tem": 1.5, "truncated_gumbel": 2.5, "exponential": 1.5}
+RATIO_MUTANT = {"tem": 2.0, "truncated_gumbel": 6.0, "exponential": 4.0}
 #: The gap allowed between the median latencies of padded calls of two classes (seconds).
 PAD_GAP_S = 50e-6
 
@@ -159,6 +161,22 @@ def test_truncated_gumbel_one_vs_distinct_words_is_not_timed() -> None:
     (free, auc), (mutant, _) = got["history_free"], got["mutant"]
     assert free < RATIO_FREE["truncated_gumbel"], f"history-free truncated_gumbel: {free:.2f}x (AUC {auc:.3f})"
     assert mutant > RATIO_MUTANT["truncated_gumbel"], f"the dedup mutant was not detected ({mutant:.2f}x)"
+
+
+def test_exponential_one_vs_distinct_words_is_not_timed() -> None:
+    # the whole-vocabulary mechanisms (exponential, santext, santext_plus): history-free computes one
+    # distance row per token; the default (the mutant here) one per distinct word
+    emb = make_tiny_embedding(40000, 16, seed=8)  # large enough that a row, not a draw, is the cost
+    mechs = {
+        "history_free": ExponentialMechanism(emb, 8.0, history_free=True),
+        "mutant": ExponentialMechanism(emb, 8.0),
+    }
+    for m in mechs.values():
+        m.privatize(np.arange(50), np.random.default_rng(1))  # build the output set (public), warm up
+    got = _one_vs_distinct(dict(mechs), emb.size, 200, 40)
+    (free, auc), (mutant, _) = got["history_free"], got["mutant"]
+    assert free < RATIO_FREE["exponential"], f"history-free exponential: {free:.2f}x (AUC {auc:.3f})"
+    assert mutant > RATIO_MUTANT["exponential"], f"the dedup mutant was not detected ({mutant:.2f}x)"
 
 
 class _Padded:
