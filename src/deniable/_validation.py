@@ -4,10 +4,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import field, fields
+from typing import TYPE_CHECKING, Any
 
 from ._errors import InvalidParameterError
 
-__all__ = ["check_choice", "check_epsilon", "check_int", "check_positive", "check_probability"]
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+__all__ = [
+    "check_choice",
+    "check_epsilon",
+    "check_int",
+    "check_int_fields",
+    "check_positive",
+    "check_probability",
+    "int_field",
+]
 
 
 def check_positive(name: str, value: object, *, allow_zero: bool = False) -> float:
@@ -55,6 +68,21 @@ def check_int(name: str, value: object, *, minimum: int = 1, maximum: int | None
     if v < minimum or (maximum is not None and v > maximum):
         raise InvalidParameterError(name, value, _range_text(minimum, maximum))
     return v
+
+
+def int_field(default: int | None, *, minimum: int) -> Any:
+    """A dataclass field holding an integer >= ``minimum`` (or ``None`` where that is the default),
+    declared beside its default; :func:`check_int_fields` checks it."""
+    return field(default=default, metadata={"minimum": minimum})
+
+
+def check_int_fields(obj: DataclassInstance) -> None:
+    """Check each field of ``obj`` declared with :func:`int_field` (:func:`check_int`, naming the field)."""
+    for f in fields(obj):
+        if "minimum" in f.metadata:
+            value = getattr(obj, f.name)
+            if value is not None or f.default is not None:
+                check_int(f.name, value, minimum=f.metadata["minimum"])
 
 
 def _range_text(minimum: int, maximum: int | None) -> str:

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import InvalidParameterError
+from .._validation import check_int_fields, int_field
 
 __all__ = [
     "ENV_API_KEYS",
@@ -143,20 +144,20 @@ class ServiceConfig:
     oov: tuple[str, ...] = ("random", "drop", "keep")
     case: tuple[str, ...] = ("sentence", "lower", "keep")
     embedding: str | None = None
-    vocab_size: int | None = None
-    max_body_bytes: int = 1 << 20
-    max_texts: int = 1000
-    max_tokens: int = 20_000
-    max_text_tokens: int = 2048
-    chunk_tokens: int = 2048
+    vocab_size: int | None = int_field(None, minimum=1)
+    max_body_bytes: int = int_field(1 << 20, minimum=64)
+    max_texts: int = int_field(1000, minimum=1)
+    max_tokens: int = int_field(20_000, minimum=1)
+    max_text_tokens: int = int_field(2048, minimum=1)
+    chunk_tokens: int = int_field(2048, minimum=1)
     timeout_s: float = 10.0
     body_timeout_s: float = 10.0
     pad_responses: bool = True
     pad_recover_s: float = 60.0
-    max_concurrency: int = 8
-    retry_after_s: int = 1
-    explain_draws: int = 2000
-    explain_top: int = 10
+    max_concurrency: int = int_field(8, minimum=1)
+    retry_after_s: int = int_field(1, minimum=0)
+    explain_draws: int = int_field(2000, minimum=1)
+    explain_top: int = int_field(10, minimum=1)
     api_key_digests: tuple[bytes, ...] = field(default=(), repr=False)
     allow_non_metric: bool = False
 
@@ -183,20 +184,7 @@ class ServiceConfig:
             object.__setattr__(self, "default_mechanism", default)
         elif self.default_mechanism not in names:
             raise InvalidParameterError("default_mechanism", self.default_mechanism, "an offered mechanism")
-        for name, minimum in (
-            ("max_body_bytes", 64),
-            ("max_texts", 1),
-            ("max_tokens", 1),
-            ("max_text_tokens", 1),
-            ("chunk_tokens", 1),
-            ("max_concurrency", 1),
-            ("retry_after_s", 0),
-            ("explain_draws", 1),
-            ("explain_top", 1),
-        ):
-            _check_int(name, getattr(self, name), minimum)
-        if self.vocab_size is not None:
-            _check_int("vocab_size", self.vocab_size, 1)
+        check_int_fields(self)
         for name in ("timeout_s", "body_timeout_s"):
             t = getattr(self, name)
             if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or t <= 0:
@@ -228,11 +216,6 @@ class ServiceConfig:
 
 def _digest(key: str) -> bytes:
     return hashlib.sha256(key.encode("utf-8")).digest()
-
-
-def _check_int(name: str, value: object, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidParameterError(name, value, f"an integer >= {minimum}")
 
 
 def _epsilon_or_target(value: object, name: str) -> float | str:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..._errors import InvalidParameterError
-from ..._validation import check_choice, check_epsilon, check_int
+from ..._validation import check_choice, check_epsilon, check_int, check_int_fields, int_field
 from ..results import ExperimentConfig, ExperimentRandomness
 
 __all__ = [
@@ -89,24 +89,24 @@ class EvalConfig(ExperimentConfig):
 
     dataset: str = "cfpb"
     data_dir: str = "../shared/data"
-    n_docs: int = 1500
+    n_docs: int = int_field(1500, minimum=20)
     epsilons: Sequence[float] = (1.0, 3.0, 10.0)
     random_state: int | np.random.Generator | None = 0
     precisions: Sequence[float] = (1.0, 3.0)
     bins: Sequence[int] = (50, 200, 1000)
     strategies: Sequence[str] = ("random", "frequency", "frequency-heldout", "frequency-data", "semantic")
-    n_topics: int | None = None
-    lda_iter: int = 10
-    lda_doc_iter: int = 20
-    top_n: int = 10
+    n_topics: int | None = int_field(None, minimum=2)
+    lda_iter: int = int_field(10, minimum=1)
+    lda_doc_iter: int = int_field(20, minimum=1)
+    top_n: int = int_field(10, minimum=2)
     vocab_size: int = 20000
     test_fraction: float = 0.25
     skip_duplicate_ratios: bool = True
-    max_nonzero: int = 3_000_000
+    max_nonzero: int = int_field(3_000_000, minimum=1)
     #: SynTF rows beside LPLP: one per (epsilon, output length n) (``precision`` column = n); empty: none
     syntf_lengths: Sequence[int] = ()
     #: SynTF's public similarity: ``k`` nearest embedding neighbours (0: the identity)
-    syntf_neighbours: int = 0
+    syntf_neighbours: int = int_field(0, minimum=0)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -114,22 +114,15 @@ class EvalConfig(ExperimentConfig):
         super().__post_init__()
         if self.dataset not in DATASETS:
             raise InvalidParameterError("dataset", self.dataset, "one of " + ", ".join(DATASETS))
-        check_int("n_docs", self.n_docs, minimum=20)
+        check_int_fields(self)
         object.__setattr__(self, "precisions", tuple(check_epsilon(p, "precisions") for p in self.precisions))
         object.__setattr__(self, "bins", tuple(check_int("bins", k, minimum=2) for k in self.bins))
         object.__setattr__(
             self, "strategies", tuple(check_choice("strategies", s, EVAL_STRATEGIES) for s in self.strategies)
         )
-        if self.n_topics is not None:
-            check_int("n_topics", self.n_topics, minimum=2)
-        check_int("lda_iter", self.lda_iter, minimum=1)
-        check_int("lda_doc_iter", self.lda_doc_iter, minimum=1)
-        check_int("max_nonzero", self.max_nonzero, minimum=1)
         object.__setattr__(
             self, "syntf_lengths", tuple(check_int("syntf_lengths", n, minimum=1) for n in self.syntf_lengths)
         )
-        check_int("syntf_neighbours", self.syntf_neighbours, minimum=0)
-        check_int("top_n", self.top_n, minimum=2)
         if not 0.05 <= self.test_fraction <= 0.5:
             raise InvalidParameterError("test_fraction", self.test_fraction, "a number in [0.05, 0.5]")
 
