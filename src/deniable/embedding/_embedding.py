@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -142,16 +143,9 @@ class Embedding(Vocabulary):
         return cls.from_arrays(words, vectors, name=str(path), check_finite=False)
 
     @classmethod
-    def from_arrays(
-        cls,
-        words: Sequence[str],
-        vectors: npt.ArrayLike,
-        *,
-        name: str = "embedding",
-        check_finite: bool = True,
-    ) -> Embedding:
-        """Build and validate: unique words, finite values, matching row count (same as the constructor)."""
-        return cls(words, vectors, name=name, check_finite=check_finite)
+    def from_arrays(cls, words: Sequence[str], vectors: npt.ArrayLike, **options: Any) -> Embedding:
+        """The constructor (``options``: ``name``, ``check_finite``): unique words, finite values, matching rows."""
+        return cls(words, vectors, **options)
 
 
 def _save_npy(path: Path, mat: np.ndarray) -> None:
