@@ -5,7 +5,8 @@ TEM tables for the words used) before timing; then ``--rounds`` interleaved roun
 ``privatize`` on the same real tokens (IMDb when the shared data are present, else Zipf ids)
 for each mechanism in turn, so a busy machine slows all of them alike. Reported: median and
 min-max tokens/s over the rounds, and the one-off setup time. Full-vocabulary exponential
-mechanisms (exponential, santext, santext_plus) cost O(V) per token by design: they get
+mechanisms (exponential, santext, santext_plus) cost O(V) per distinct word of a call by
+default and O(V) per token history-free (the service's mode, its own row here): they get
 ``--em-tokens`` tokens per round instead of ``--tokens``. Usage:
 
     python bench/bench_mechanisms.py [--tokens 4000] [--em-tokens 300] [--rounds 5] [--epsilon 10]
@@ -36,6 +37,7 @@ CONFIGS: dict[str, tuple[str, dict[str, object], bool]] = {
     "custext (k=20)": ("custext", {"k": 20}, False),
     "custext_plus (k=20)": ("custext_plus", {"k": 20}, False),
     "exponential": ("exponential", {}, True),
+    "exponential (history-free)": ("exponential", {"history_free": True}, True),
     "santext": ("santext", {}, True),
     "santext_plus": ("santext_plus", {}, True),
     "truncated_gumbel": ("truncated_gumbel", {}, False),
