@@ -67,7 +67,8 @@ def test_every_word_does_the_same_work(monkeypatch: pytest.MonkeyPatch) -> None:
         mech.privatize(ids, rng)
         seen.append(list(sizes))
     assert seen[0] == seen[1] == seen[2] == seen[3]  # one word, distinct words, another word
-    assert sum(seen[0]) == 300 * 40  # R proposals for every token, no early exit
+    # no early exit: the chunk's fixed budget (every token R before issue 32's stages)
+    assert sum(seen[0]) == sum(slots * r for slots, r in oblivious.stages(300, 40)) < 300 * 40
 
 
 def test_rounds_depend_on_the_configuration_only(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -95,3 +96,69 @@ def test_without_prepared_tables_every_token_is_scanned(monkeypatch: pytest.Monk
     y = mech.privatize(batch, np.random.default_rng(5))
     for w in (5, 6):
         assert g_test_pvalue(y[batch == w], mech.distribution(w)[1]) > ALPHA
+
+
+def test_stages_are_a_fixed_budget_of_the_configuration() -> None:
+    for rounds in (1, 3, 11, 49, 96):
+        for n in (0, 1, 2, 10, 100, 333, 1000, oblivious._TOKENS):
+            plan = oblivious.stages(n, rounds)
+            assert plan == oblivious.stages(n, rounds)  # a function of (n, R) only
+            assert plan[0][0] == n  # every token is drawn at least once ...
+            assert plan[-1][1] == rounds  # ... and the last stage gives R, like the single stage
+            assert [s for s, _ in plan] == sorted((s for s, _ in plan), reverse=True)
+            assert sum(s * r for s, r in plan) <= n * rounds  # never more work than R for every token
+    assert oblivious.stages(1, 49) == ((1, 49),)  # one token: no budget to share
+    assert sum(s * r for s, r in oblivious.stages(1000, 49)) < 0.35 * 1000 * 49  # a large chunk: a third
+    with pytest.raises(ValueError, match="at most"):
+        oblivious.stages(oblivious._TOKENS + 1, 49)
+
+
+def test_stage_budgets_are_exceeded_rarely() -> None:
+    # a chunk's tokens all of the costliest word R is planned for (each proposal accepted with
+    # probability p, (1 - p)^R = delta): simulated stage by stage, the tokens left for a stage
+    # exceed its slots in at most ~delta of the chunks (the bound is Bernstein's: conservative)
+    rng = np.random.default_rng(11)
+    trials = 20000
+    for rounds, n in ((49, 1000), (11, 300), (96, 100)):
+        plan = oblivious.stages(n, rounds)
+        q1 = oblivious.OBLIVIOUS_DELTA ** (1.0 / rounds)  # a proposal rejected
+        left = np.full(trials, n)
+        over = np.zeros(trials, dtype=bool)
+        for (slots, r), nxt in zip(plan, [*plan[1:], (0, 0)], strict=True):
+            over |= left > slots
+            drawn = np.minimum(left, slots)
+            left = (left - drawn) + rng.binomial(drawn, q1**r)
+            if nxt == (0, 0):
+                break
+        assert over.mean() <= 3 * oblivious.OBLIVIOUS_DELTA, (rounds, n, over.mean())
+
+
+@pytest.mark.parametrize("far", [True, False])
+def test_draws_past_the_budget_are_exact(monkeypatch: pytest.MonkeyPatch, far: bool) -> None:
+    # a budget far too small (one proposal a token, then one slot of one): nearly every token
+    # goes on past it, in the fallback rounds; the law is still TEM's, and the test still
+    # catches a wrong epsilon
+    mech = _mech(monkeypatch, 3.0, (4, far))
+    monkeypatch.setattr(oblivious, "stages", lambda n, rounds: ((n, 1), (min(n, 1), 1)))
+    batch = np.tile(np.array(WORDS), 20000)
+    y = mech.privatize(batch, np.random.default_rng(12))
+    for w in WORDS:
+        assert g_test_pvalue(y[batch == w], mech.distribution(w)[1]) > ALPHA
+    other = TruncatedExponential(mech.embedding, 4.0, table_max=1)  # type: ignore[arg-type]
+    assert all(g_test_pvalue(y[batch == w], other.distribution(w)[1]) < ALPHA for w in WORDS)
+
+
+def test_the_plan_compares_rounds_before_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    # R is capped; the far bounds are chosen by the rounds each envelope NEEDS (uncapped): a
+    # plain envelope needing 10x the cap is not "as cheap" as a far one needing the cap
+    est = {False: np.array([2.0, 5000.0]), True: np.array([2.0, 15.0])}
+    mech = _mech(monkeypatch, 3.0)
+    mech._prepared.rounds = None  # type: ignore[attr-defined]
+    real = oblivious._envelopes
+
+    def fake(m: Any, entries: Any, words: Any, use_far: bool = True, estimate: bool = True) -> Any:
+        got = real(m, entries, words, use_far, estimate)
+        return oblivious._Envelopes(**{**got.__dict__, "est": est[use_far]})
+
+    monkeypatch.setattr(oblivious, "_envelopes", fake)
+    assert oblivious.oblivious_plan(mech) == (oblivious.OBLIVIOUS_MAX_ROUNDS, True)

@@ -8,24 +8,34 @@ of the input: whether a word was kept, how many distinct words a text has, which
 (measured: AUC 0.98 for kept vs changed from one call's latency; 13 vs 53 ms for 2,000
 tokens of one word vs 2,000 distinct words; issue 27).
 
-Here every token does the same work, whatever its word:
+Here a call's work is the same whatever its words:
 
-- its k-NN table row, its envelope (E's cumulative weights, ``d_env``) and, with prepared
-  far bounds, its far layout (1,024 cluster masses) are computed per TOKEN (no dedup by
-  distinct word; no prepared layout for some words and a computed one for others);
-- it makes exactly ``R`` proposals of the k-NN envelope sampler (docs/tem.md, samplers 4
-  and 7), ``R`` a function of the configuration only (:func:`oblivious_plan`), and every
-  proposal takes every branch: the inverse CDF into E, a uniform proposal AND a far-cluster
-  proposal, one exact distance, the membership test in E; the outcome is chosen by masks
-  afterwards (no early exit, no word-dependent branch);
-- the output is the first accepted proposal of the ``R``: the same law as trying them one
-  after another, i.e. the k-NN envelope sampler's, which is exactly TEM's distribution.
+- every token's k-NN table row, its envelope (E's cumulative weights, ``d_env``) and, with
+  prepared far bounds, its far layout (1,024 cluster masses) are computed per TOKEN (no
+  dedup by distinct word; no prepared layout for some words and a computed one for others),
+  :data:`_TOKENS` tokens at a time (a *chunk*);
+- every proposal of the k-NN envelope sampler (docs/tem.md, samplers 4 and 7) takes every
+  branch: the inverse CDF into E, a uniform proposal AND a far-cluster proposal, one exact
+  distance, the membership test in E; the outcome is chosen by masks afterwards (no early
+  exit, no word-dependent branch);
+- the proposals of a chunk are a fixed budget (:func:`stages`, a function of the chunk's
+  token count and ``R`` only): stage 1 gives every token ``r`` proposals, each later stage
+  ``r`` more (the last ``R``) to a fixed number of slots, filled by the tokens not accepted
+  yet and, for the rest, by dummy work whose results are dropped. ``R`` (a function of
+  the configuration, :func:`oblivious_plan`) is what one token alone would need: a token
+  of the costliest planned word has all ``R`` rejected with probability ``delta``
+  (:data:`OBLIVIOUS_DELTA`); the slots of each stage cover the tokens left by the one
+  before except with probability ``delta / (stages - 1)`` (Bernstein), so that a chunk of
+  1,024 tokens makes about a third of ``1,024 R`` proposals (issue 32: ``R`` for every
+  token was 3x the work at eps 3);
+- a token's output is its first accepted proposal: the same law as trying them one after
+  another, i.e. the k-NN envelope sampler's, which is exactly TEM's distribution; how many
+  proposals a token gets depends only on whether its earlier ones were all rejected.
 
-What is not oblivious (documented in docs/threat-model.md): a token none of whose ``R``
-proposals is accepted (probability ``(1 - 1/c_w)^R``, ``c_w`` the word's expected proposals;
-``R`` is chosen so that this is at most :data:`OBLIVIOUS_DELTA` for the costliest of 2,048
-evenly spaced words, by the sampler's cost estimate) gets ``R`` more, for the pending
-tokens only: an exact fallback whose rare use takes longer.
+What is not oblivious (documented in docs/threat-model.md): tokens left when a chunk's
+budget is spent (probability at most ``delta`` a chunk for words up to the planned cost,
+by the sampler's cost estimate) get ``R`` more each until accepted, for those tokens
+only: an exact fallback whose rare use takes longer.
 Tokens whose envelope cannot be formed at all (no screening: vector norms over 1e15; an E
 of zero mass) go to the general samplers. Cache effects of reading different rows remain.
 
@@ -36,6 +46,7 @@ type checking.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -44,14 +55,21 @@ import numpy as np
 import numpy.typing as npt
 
 from ._lazy import privatize_general, rows
-from ._sampler import count_at_most, segments
+from ._sampler import count_at_most, in_rows, segments
 from ._shared import Table
 from ._tables import KNN_SKETCH, knn_entry
 
 if TYPE_CHECKING:
     from ._mechanism import TruncatedExponential
 
-__all__ = ["OBLIVIOUS_DELTA", "OBLIVIOUS_MAX_ROUNDS", "oblivious_plan", "oblivious_rounds", "privatize_oblivious"]
+__all__ = [
+    "OBLIVIOUS_DELTA",
+    "OBLIVIOUS_MAX_ROUNDS",
+    "oblivious_plan",
+    "oblivious_rounds",
+    "privatize_oblivious",
+    "stages",
+]
 
 #: ``R`` is chosen so that the sampled word with the most expected proposals per token has
 #: all ``R`` proposals rejected (the fallback) with probability at most this.
@@ -64,10 +82,15 @@ _LAYOUT_COST = 8
 #: Words sampled (evenly spaced ids: public) to choose ``R`` with prepared tables / without.
 _SAMPLE_PREPARED = 2048
 _SAMPLE_SCANNED = 64
-#: Proposals evaluated at once (tokens x R), and at most this many tokens at once (their far
-#: layouts: 8 KB each); functions of R only, never of the words.
+#: Proposals evaluated at once (slots x r, :meth:`_Chunk.first_accepted`): the temporaries stay small.
 _PROPOSALS = 1 << 14
-_TOKENS = 512
+#: Tokens whose envelopes are formed at once (a chunk: k-NN rows, E weights and far layouts,
+#: about 16 KB a token); the budget of proposals (:func:`stages`) is shared within a chunk,
+#: so a larger chunk needs fewer proposals a token (16 instead of 18 at R = 49 for 1,024
+#: instead of 512), and a smaller one keeps the chunk's arrays in cache.
+_TOKENS = 1 << 10
+#: At most this many stages in a chunk's budget (:func:`stages`).
+_MAX_STAGES = 6
 
 
 def oblivious_rounds(mech: TruncatedExponential) -> int:
@@ -96,24 +119,26 @@ def oblivious_plan(mech: TruncatedExponential) -> tuple[int, bool]:
     entries = _entries(mech, words)
     plan = (1, False)
     if entries is not None:
-        plan = (_rounds(_envelopes(mech, entries, words, use_far=False).est), False)
+        # compared before the cap: a capped R for the plain envelope hides words that would
+        # need far more (at eps 5 on GloVe, 96 against ~3,900: those words' tokens fell back)
+        needed = (_rounds(_envelopes(mech, entries, words, use_far=False).est), False)
         if mech._prepared.far is not None and mech._env.n_rest:
             far = _rounds(_envelopes(mech, entries, words, use_far=True).est)
-            if far + _LAYOUT_COST < plan[0]:
-                plan = (far, True)
+            if far + _LAYOUT_COST < needed[0]:
+                needed = (far, True)
+        plan = (min(needed[0], OBLIVIOUS_MAX_ROUNDS), needed[1])
     with holder.lock:
         holder.rounds = plan
     return plan
 
 
 def _rounds(est: npt.NDArray[np.float64]) -> int:
-    """``R`` for the largest finite estimate of ``est`` (:func:`oblivious_plan`)."""
+    """``R`` for the largest finite estimate of ``est`` (:func:`oblivious_plan`), not capped."""
     est = est[np.isfinite(est)]
     c = float(est.max()) if est.size else 1.0
     if c <= 1.0 + 1e-12:
         return 1
-    rounds = math.ceil(math.log(OBLIVIOUS_DELTA) / math.log1p(-1.0 / c))
-    return int(min(max(rounds, 1), OBLIVIOUS_MAX_ROUNDS))
+    return max(math.ceil(math.log(OBLIVIOUS_DELTA) / math.log1p(-1.0 / c)), 1)  # (capped by the caller)
 
 
 def _entries(mech: TruncatedExponential, words: npt.NDArray[np.int64]) -> Table | None:
@@ -148,12 +173,19 @@ class _Envelopes:
 
 
 def _envelopes(
-    mech: TruncatedExponential, entries: Table, words: npt.NDArray[np.int64], use_far: bool = True
+    mech: TruncatedExponential,
+    entries: Table,
+    words: npt.NDArray[np.int64],
+    use_far: bool = True,
+    estimate: bool = True,
 ) -> _Envelopes:
     """E ids, cumulative weights, E mass, total, log envelope, far use and far layout of every row.
 
     The far layout is computed for EVERY row (used only where the word's envelope uses the
     far bounds, :meth:`._envelope.Envelope.far_words`): the same work for every word.
+    ``estimate``: the estimated proposals per token from the sketch (the plan needs them;
+    the sampler only whether they are finite, i.e. the envelope usable: ``est`` is then 1.0
+    or inf).
     """
     k, env = mech._k, mech._env
     ids = np.asarray(entries[0][:, :k], dtype=np.int64)
@@ -175,82 +207,184 @@ def _envelopes(
         else:
             outside = plain
         total = m_e + outside
-        far_est = (mech.embedding.size - k) * np.exp(env.weights_exponent(sketch)).mean(axis=1)
-        z_est = np.minimum(m_e + far_est, total)
         ok = (m_e > 0) & np.isfinite(total)
-        est = np.where(ok, total / np.maximum(z_est, m_e), np.inf)
+        if estimate:
+            far_est = (mech.embedding.size - k) * np.exp(env.weights_exponent(sketch)).mean(axis=1)
+            z_est = np.minimum(m_e + far_est, total)
+            est = np.where(ok, total / np.maximum(z_est, m_e), np.inf)
+        else:
+            est = np.where(ok, 1.0, np.inf)
     return _Envelopes(
         ids=ids, cum=cum, m_e=m_e, total=total, log_env=log_env, far_word=far_word, layout=layout, est=est
     )
 
 
+@functools.lru_cache(maxsize=16)
+def _schedules(rounds: int) -> tuple[tuple[tuple[int, int], ...], ...]:
+    """The budget of a chunk of ``n`` tokens, for every ``n`` up to :data:`_TOKENS`: :func:`stages`.
+
+    A function of ``R`` (and the module's constants) only, computed once per ``R`` for every
+    ``n`` at once (a few milliseconds).
+    """
+    n = np.arange(_TOKENS + 1, dtype=np.float64)
+    single = tuple(((int(m), rounds),) for m in n)
+    if rounds <= 1:
+        return single
+    # the smallest acceptance per proposal R is planned for: (1 - p)^R = delta
+    q = OBLIVIOUS_DELTA ** (np.arange(1, rounds, dtype=np.float64) / rounds)  # (1 - p)^r, r < R
+    best_work = n * rounds
+    best: list[tuple[tuple[int, int], ...]] = list(single)
+    for count in range(2, _MAX_STAGES + 1):
+        log_inv = math.log(count - 1) - math.log(OBLIVIOUS_DELTA)  # ln(1 / delta'), delta' = delta / (count - 1)
+        slots = [np.broadcast_to(n[:, None], (n.size, q.size))]
+        for _ in range(count - 1):
+            slots.append(_bound(slots[-1], q, log_inv))
+        r = np.arange(1, rounds, dtype=np.float64)
+        work = sum(m * r for m in slots[:-1]) + slots[-1] * rounds
+        pick = np.argmin(work, axis=1)
+        better = np.flatnonzero(work[np.arange(n.size), pick] < best_work)
+        for i in better.tolist():
+            j = int(pick[i])
+            best_work[i] = work[i, j]
+            best[i] = (*((int(m[i, j]), j + 1) for m in slots[:-1]), (int(slots[-1][i, j]), rounds))
+    return tuple(best)
+
+
+def _bound(m: np.ndarray, q: np.ndarray, log_inv: float) -> np.ndarray:
+    """A count ``b <= m`` with ``P(Binomial(m, q) > b) <= exp(-log_inv)`` (Bernstein's inequality)."""
+    mu = m * q
+    t = log_inv / 3.0 + np.sqrt((log_inv / 3.0) ** 2 + 2.0 * mu * (1.0 - q) * log_inv)
+    return np.minimum(m, np.ceil(mu + t))
+
+
+def stages(n: int, rounds: int) -> tuple[tuple[int, int], ...]:
+    """``((slots, proposals a slot), ...)``: the fixed work of a chunk of ``n`` tokens when every token may need ``R``.
+
+    Stage 1 gives every token ``r`` proposals; each later stage gives ``r`` more (the last:
+    ``R``) to a fixed number of *slots*, filled by the tokens none of whose proposals was
+    accepted yet, the rest by dummy work. The slots of a stage are a Bernstein bound on the
+    tokens left by the one before, for a token whose proposals are each accepted with the
+    smallest probability ``R`` is planned for (``(1 - p)^R = delta``), exceeded with
+    probability at most ``delta / (stages - 1)``; among these budgets (up to
+    :data:`_MAX_STAGES` stages, one ``r`` for all but the last) the one with the fewest
+    proposals, or ``((n, R),)`` when none has fewer. A function of ``n`` and ``R`` only.
+    """
+    if n > _TOKENS:
+        raise ValueError(f"a chunk has at most {_TOKENS} tokens, not {n}")
+    return _schedules(rounds)[n]
+
+
 def privatize_oblivious(
     mech: TruncatedExponential, flat: npt.NDArray[np.int64], rng: np.random.Generator
 ) -> npt.NDArray[np.int64]:
-    """History-free TEM: every token makes the same ``R`` proposals (module docstring); exact law."""
+    """History-free TEM: the same work whatever the words (module docstring); exact law."""
     out = np.empty(flat.size, dtype=np.int64)
     if not flat.size:
         return out
     rounds, use_far = oblivious_plan(mech)
-    entries = _entries(mech, flat)
-    if entries is None:  # no screening (norms over 1e15): the general samplers
-        return privatize_general(mech, flat, rng)
-    v, k = mech.embedding.size, mech._k
-    n_rest = mech._env.n_rest
-    far = mech._prepared.far if n_rest and use_far else None
-    geo = mech._geo
-    per = max(1, min(_TOKENS, _PROPOSALS // rounds))  # tokens per chunk: a function of R only
+    prepared = mech._prepared_knn()
+    entries = None
+    if prepared is None:
+        entries = _entries(mech, flat)  # one scan per token
+        if entries is None:  # no screening (norms over 1e15): the general samplers
+            return privatize_general(mech, flat, rng)
     bad: list[np.ndarray] = []
-    for s in range(0, flat.size, per):
-        words = flat[s : s + per]
-        env = _envelopes(mech, (entries[0][s : s + per], entries[1][s : s + per]), words, use_far)
-        ok_env = np.isfinite(env.est)
+    for s in range(0, flat.size, _TOKENS):  # chunks of _TOKENS tokens: the last one is n mod _TOKENS
+        words = flat[s : s + _TOKENS]
+        if prepared is not None:  # the chunk's rows, gathered where they are used (in cache)
+            rows = prepared.rows(words)
+        else:
+            assert entries is not None
+            rows = (entries[0][s : s + _TOKENS], entries[1][s : s + _TOKENS])
+        env = _envelopes(mech, rows, words, use_far, estimate=False)
+        ok = np.isfinite(env.est)
         pos = np.arange(s, s + words.size)
-        bad.append(pos[~ok_env])
-        w_rows = np.asarray(geo.x[words], dtype=np.float64)
-        keys = (np.arange(words.size, dtype=np.int64)[:, None] * v + env.ids).ravel()  # sorted (ids sorted per row)
-        pend = np.flatnonzero(ok_env)
-        while pend.size:  # one pass in all but rare cases (the exact fallback, module docstring)
-            m = pend.size
-            j = np.repeat(pend, rounds)
-            u = rng.random(j.size) * env.total[j]
-            m_e = env.m_e[j]
-            in_e = u < m_e
-            # inverse CDF into E, for every proposal
-            col = count_at_most(env.cum, j, u)
-            res = env.ids[j, np.minimum(col, k - 1)]
-            accepted = in_e.copy()
-            if n_rest:
-                # the outside part, for every proposal: a uniform word AND (with far bounds) a
-                # far-cluster member, one exact distance, the acceptance and the membership test
-                y = rng.integers(0, v, size=j.size)
-                log_g = env.log_env[j]
-                if far is not None and env.layout is not None:
-                    uf = np.maximum(u - m_e, 0.0)
-                    c, lo, hi = segments(env.layout, j, uf)
-                    with np.errstate(invalid="ignore", divide="ignore"):
-                        frac = np.clip((uf - lo) / (hi - lo), 0.0, 1.0)
-                    y_far = far.members(c, np.nan_to_num(frac))
-                    lg_far = mech._env.far_log_envelope(far.level_at(words[j], c), env.log_env[j])
-                    use = env.far_word[j]
-                    y = np.where(use, y_far, y)
-                    log_g = np.where(use, lg_far, log_g)
-                d = geo.exact_indexed(w_rows, j, words[j], y)
-                with np.errstate(over="ignore", invalid="ignore"):
-                    p_acc = np.exp(mech._env.weights_exponent(d) - log_g)
-                p_acc[~(log_g > -np.inf)] = 0.0
-                acc = rng.random(j.size) < p_acc
-                probe = j * v + y
-                hit = keys[np.minimum(np.searchsorted(keys, probe), keys.size - 1)] == probe
-                acc &= ~hit
-                accepted |= acc
-                res = np.where(in_e, res, y)
-            grid = accepted.reshape(m, rounds)
-            first = np.argmax(grid, axis=1)
-            got = grid[np.arange(m), first]
-            out[pos[pend[got]]] = res.reshape(m, rounds)[np.arange(m), first][got]
+        bad.append(pos[~ok])
+        draw = _Chunk(mech, env, words, use_far, rng)
+        todo = np.flatnonzero(ok)
+        pend = todo
+        for slots, r in stages(todo.size, rounds):
+            real = pend[:slots]
+            tok = np.concatenate([real, todo[: slots - real.size]])  # the free slots: dummy work, discarded
+            got, res = draw.first_accepted(tok, r)
+            got, res = got[: real.size], res[: real.size]
+            out[pos[real[got]]] = res[got]
+            pend = np.concatenate([pend[slots:], real[~got]])  # (tokens past the budget first)
+        while pend.size:  # past the budget (probability <= delta a chunk): R more each, until accepted
+            got, res = draw.first_accepted(pend, rounds)
+            out[pos[pend[got]]] = res[got]
             pend = pend[~got]
     rest = np.concatenate(bad) if bad else np.empty(0, dtype=np.int64)
     if rest.size:  # no envelope can be formed (an E of zero mass): the general samplers
         out[rest] = privatize_general(mech, flat[rest], rng)
     return out
+
+
+class _Chunk:
+    """The proposals of the tokens of one chunk (their envelopes formed), every proposal through every branch."""
+
+    def __init__(
+        self,
+        mech: TruncatedExponential,
+        env: _Envelopes,
+        words: npt.NDArray[np.int64],
+        use_far: bool,
+        rng: np.random.Generator,
+    ) -> None:
+        self.mech, self.env, self.words, self.rng = mech, env, words, rng
+        self.far = mech._prepared.far if mech._env.n_rest and use_far else None
+        self.w_rows = np.asarray(mech._geo.x[words], dtype=np.float64)  # gathered once, not per proposal
+
+    def first_accepted(self, tok: npt.NDArray[np.int64], r: int) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.int64]]:
+        """``(got, res)``: ``r`` proposals for each token ``tok[i]``; whether one was accepted, and the first accepted.
+
+        The same work whatever the tokens: ``len(tok) * r`` proposals, :data:`_PROPOSALS` at a time.
+        """
+        got = np.zeros(tok.size, dtype=bool)
+        res = np.zeros(tok.size, dtype=np.int64)
+        per = max(1, _PROPOSALS // r)  # a function of r only
+        for s in range(0, tok.size, per):
+            part = tok[s : s + per]
+            m = part.size
+            accepted, drawn = self._propose(np.repeat(part, r))
+            grid = accepted.reshape(m, r)
+            first = np.argmax(grid, axis=1)
+            got[s : s + m] = grid[np.arange(m), first]
+            res[s : s + m] = drawn.reshape(m, r)[np.arange(m), first]
+        return got, res
+
+    def _propose(self, j: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.int64]]:
+        """One proposal of the k-NN envelope sampler for each token ``j[i]``: ``(accepted, word)``."""
+        mech, env, words, rng, far = self.mech, self.env, self.words, self.rng, self.far
+        v, k = mech.embedding.size, mech._k
+        u = rng.random(j.size) * env.total[j]
+        m_e = env.m_e[j]
+        in_e = u < m_e
+        # inverse CDF into E, for every proposal
+        col = count_at_most(env.cum, j, u)
+        res = env.ids[j, np.minimum(col, k - 1)]
+        accepted = in_e.copy()
+        if mech._env.n_rest:
+            # the outside part, for every proposal: a uniform word AND (with far bounds) a
+            # far-cluster member, one exact distance, the acceptance and the membership test
+            y = rng.integers(0, v, size=j.size)
+            log_g = env.log_env[j]
+            if far is not None and env.layout is not None:
+                uf = np.maximum(u - m_e, 0.0)
+                c, lo, hi = segments(env.layout, j, uf)
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    frac = np.clip((uf - lo) / (hi - lo), 0.0, 1.0)
+                y_far = far.members(c, np.nan_to_num(frac))
+                lg_far = mech._env.far_log_envelope(far.level_at(words[j], c), log_g)
+                use = env.far_word[j]
+                y = np.where(use, y_far, y)
+                log_g = np.where(use, lg_far, log_g)
+            d = mech._geo.exact_indexed(self.w_rows, j, words[j], y)
+            with np.errstate(over="ignore", invalid="ignore"):
+                p_acc = np.exp(mech._env.weights_exponent(d) - log_g)
+            p_acc[~(log_g > -np.inf)] = 0.0
+            acc = rng.random(j.size) < p_acc
+            acc &= ~in_rows(env.ids, j, y)
+            accepted |= acc
+            res = np.where(in_e, res, y)
+        return accepted, res

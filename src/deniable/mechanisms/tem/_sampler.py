@@ -25,7 +25,7 @@ from ._geometry import Geometry
 from ._shared import Table
 from ._tables import PreparedKnn
 
-__all__ = ["KnnDraws", "count_at_most", "sample_knn", "segments"]
+__all__ = ["KnnDraws", "count_at_most", "in_rows", "sample_knn", "segments"]
 
 #: Proposals per pass of the k-NN envelope sampler once few tokens are pending (below it,
 #: several attempts per token; above it, one: 64k instead of 78k proposals and fewer
@@ -78,6 +78,26 @@ def count_at_most(cum: np.ndarray, rows: np.ndarray, u: np.ndarray) -> npt.NDArr
         return np.zeros(rows.size, dtype=np.int64)
     idx, base = _search(cum, rows, u)
     return idx - base + 1 + (np.take(cum.reshape(-1), idx + 1, mode="clip") <= u)
+
+
+def in_rows(ids: np.ndarray, rows: npt.NDArray[np.int64], y: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+    """Whether ``y[i]`` is in the row ``ids[rows[i]]`` (each row of ``ids`` sorted, strictly increasing).
+
+    The membership test of a proposal in its word's E, by :func:`_search` within the row
+    (``log2(width)`` gathers in the block's own ids, which stay in cache) instead of one
+    ``searchsorted`` over the keys ``row * V + id`` of every row of the block: the same
+    answers (1.4x faster on 16k proposals of 334 rows of 256).
+    """
+    if not ids.shape[1]:
+        return np.zeros(rows.size, dtype=bool)
+    idx, base = _search(ids, rows, y)
+    flat = ids.reshape(-1)
+    # idx: the last entry <= y among the first width - 1 (base - 1: none); the last entry
+    # itself is never a candidate of the search, so it is compared apart
+    hit = np.take(flat, np.maximum(idx, base), mode="clip") == y
+    hit &= idx >= base
+    hit |= np.take(flat, base + (ids.shape[1] - 1), mode="clip") == y
+    return hit
 
 
 def segments(
@@ -177,7 +197,6 @@ def _sample_block(
     order = order[np.argsort(token_word[order], kind="stable")]
     tw, pos = token_word[order], positions[order]
     v, k = env.v, ids.shape[1]
-    keys = (np.arange(ids.shape[0], dtype=np.int64)[:, None] * v + ids).ravel()  # sorted
     w_rows = np.asarray(geo.x[words], dtype=np.float64)  # gathered once, not per proposal
     first_u = None
     if draws.u_first is not None:
@@ -256,9 +275,7 @@ def _sample_block(
                 p_acc[~(log_g > -np.inf)] = 0.0  # an empty segment met by rounding: reject
                 acc = np.flatnonzero(rng.random(r_at.size) < p_acc)
                 if acc.size:
-                    probe = j[r_at[acc]] * v + y[acc]
-                    hit = keys[np.minimum(np.searchsorted(keys, probe), keys.size - 1)] == probe
-                    acc = acc[~hit]
+                    acc = acc[~in_rows(ids, j[r_at[acc]], y[acc])]
                 res[r_at[acc]] = y[acc]
             ok = res >= 0
             first_tok, first = np.unique(tok[ok], return_index=True)
