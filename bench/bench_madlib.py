@@ -35,7 +35,9 @@ Four parts, on the default embedding (GloVe 6B 50-d, word-only vocabulary):
    shape of ``--query-blocks`` x ``--vocab-blocks`` (queries x vocabulary rows per block),
    and faiss's ``IndexFlatL2`` as a peer, on the same noisy vectors of IMDb tokens; GFLOP/s
    (the decode's product is ``2 x queries x V x (d + 1)``) and the fraction of the GEMM
-   rate, and whether each shape returns the same words as the default.
+   rate, and whether each shape returns the same words as the default. ``--fused 256x4,...``
+   adds numba fused distance + argmin kernels (``bench/_fused.py``; numba is not a dependency:
+   run from a venv with ``pip install -e . numba threadpoolctl``).
 
 Usage::
 
@@ -45,6 +47,7 @@ Usage::
     python bench/bench_madlib.py --screen [--epsilons 5 10 20] [--tokens 300]
     python bench/bench_madlib.py --gemm [--tokens 2048] [--rounds 3] [--gemm-size 2048]
                                  [--query-blocks 64 128 256 512] [--vocab-blocks 2048 4096 8192 16384 32768]
+                                 [--fused 256x4,512x4]
 """
 
 from __future__ import annotations
@@ -248,6 +251,13 @@ def gemm(args: argparse.Namespace, emb: Any) -> None:
         contenders[name] = lambda index=index: (index.search(noisy, 1), 1)[1]
     flat = make_index(emb, "flat")
     contenders["faiss IndexFlatL2 (peer)"] = lambda: (flat.search(noisy, 1), 1)[1]
+    for tile, group in args.fused:  # issue 32's fused kernel (numba, not a dependency: see _fused.py)
+        from _fused import fused_decoder
+
+        decode = fused_decoder(emb.vectors, tile, group)
+        name = f"numba fused {tile} words x {group} queries"
+        words_equal[name] = bool(np.mean(decode(noisy) == truth) > 0.999)  # float32 sums in another order
+        contenders[name] = lambda decode=decode: (decode(noisy), 1)[1]
     loads = [load_average()]
     rates = interleaved_rounds(contenders, args.rounds)  # calls per second
     loads.append(load_average())
@@ -286,6 +296,12 @@ def main() -> None:
     ap.add_argument("--epsilons", type=float, nargs="+", default=[1.0, 5.0, 10.0, 20.0])
     ap.add_argument("--gemm", action="store_true", help="the exact decode's block shapes against square GEMM instead")
     ap.add_argument("--gemm-size", type=int, default=2048, help="--gemm: n of the square float32 product")
+    ap.add_argument(
+        "--fused",
+        type=lambda s: [tuple(int(x) for x in p.split("x")) for p in s.split(",")],
+        default=[],
+        help="--gemm: also numba fused distance+argmin kernels, TILExQUERIES,... e.g. 256x4,512x8 (needs numba)",
+    )
     ap.add_argument("--query-blocks", type=int, nargs="+", default=[64, 128, 256, 512])
     ap.add_argument("--vocab-blocks", type=int, nargs="+", default=[2048, 4096, 8192, 16384, 32768])
     args = ap.parse_args()
