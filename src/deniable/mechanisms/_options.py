@@ -23,6 +23,7 @@ __all__ = [
     "OPTION_TYPES",
     "Option",
     "check_epsilon_option",
+    "history_free_option",
     "options_given",
     "record_options",
 ]
@@ -184,6 +185,16 @@ class Option:
         if self.high is not None and (v > self.high or (self.high_open and v == self.high)):
             raise fail()
         return v
+
+
+def history_free_option(removes: str) -> Option:
+    """The ``history_free`` flag: the data-oblivious mode ``deniable serve`` sets wherever it is declared.
+
+    ``removes`` names what the default (fast) path does that history-free mode does not (a
+    dedup by distinct word, per-word state kept between calls): the help line says it.
+    Library and CLI default: ``False``; never a flag of the command line, never a client's.
+    """
+    return Option("history_free", bool, False, cli=False, help=f"{removes} (the service's mode)")
 
 
 def _shown(value: object, client: bool) -> object:

@@ -25,7 +25,7 @@ import numpy.typing as npt
 from .._validation import check_bool, check_epsilon, check_int
 from ..embedding import Embedding
 from ..metrics import angular_from_cos, check_metric, distances_to, euclidean_from_squares, unit_rows
-from ._options import Option
+from ._options import Option, history_free_option
 from .base import Mechanism
 
 __all__ = ["EM_METRICS", "ExponentialMechanism", "OutputSet", "exponential_probabilities"]
@@ -183,13 +183,8 @@ class ExponentialMechanism(Mechanism):
         ),
         Option("block_bytes", int, 128 << 20, low=1, cli=False, help="scratch memory for a block of distance rows"),
         Option("chunk", int, 2048, low=1, cli=False, help="outputs per chunk of the two-level inverse CDF"),
-        Option(
-            "history_free",
-            bool,
-            False,
-            cli=False,
-            help="one distance row per token, no dedup by distinct word: time a function of the token count only "
-            "(the service's mode)",
+        history_free_option(
+            "one distance row per token, no dedup by distinct word: time a function of the token count"
         ),
     )
 

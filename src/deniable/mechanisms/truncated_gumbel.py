@@ -43,7 +43,7 @@ import numpy.typing as npt
 from .._errors import InvalidParameterError, NotPrivateWarning
 from .._validation import check_bool, check_epsilon, check_int
 from ..embedding import Embedding
-from ._options import Option
+from ._options import Option, history_free_option
 from .base import Mechanism
 
 if TYPE_CHECKING:
@@ -279,13 +279,7 @@ class TruncatedGumbel(Mechanism):
 
     options: ClassVar[tuple[Option, ...]] = (
         Option("batch_size", int, 65536, low=1, cli=False, help="tokens per block of the batched sampler"),
-        Option(
-            "history_free",
-            bool,
-            False,
-            cli=False,
-            help="no dedup by distinct word: time a function of the token count only (the service's mode)",
-        ),
+        history_free_option("no dedup by distinct word: time a function of the token count only"),
     )
 
     def __post_init__(self) -> None:

@@ -24,6 +24,7 @@ from ..._errors import InvalidParameterError, ResourceLimitError
 from ..._validation import check_bool, check_epsilon, check_int, check_positive, check_probability
 from ...embedding import Embedding, Vocabulary
 from ...metrics import check_metric
+from .._options import history_free_option
 from ..base import Mechanism
 from ..registry import Option
 from ._envelope import Envelope, Prepared
@@ -200,12 +201,8 @@ class TruncatedExponential(Mechanism):
         Option("disk_bytes", int, 4 << 30, low=1, help="size limit of the prepared tables built by precompute()"),
         Option("block_bytes", int, 128 << 20, low=1, help="scratch memory for a block of distance rows"),
         Option("show_progress", bool, None, cli=False, help="progress bar while scanning the vocabulary"),
-        Option(
-            "history_free",
-            bool,
-            False,
-            cli=False,
-            help="keep no per-word state between calls (long-lived services: timing independent of history)",
+        history_free_option(
+            "keep no per-word state between calls, every token the same work: timing independent of history"
         ),
     )
 
