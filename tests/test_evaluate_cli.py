@@ -41,7 +41,7 @@ def test_cli_writes_tables_and_plots(
 ) -> None:
     out = tmp_path / "res"
     args = [*base(files, out), "--mechanism", "madlib", "--epsilon", "0.5,1e9", "--model", "tfidf", "--repeats", "2",
-            "--train-size", "30", "--test-size", "30"]  # fmt: skip
+            "--train-size", "30", "--test-size", "30", "--batch-texts", "7"]  # fmt: skip
     code, stdout, stderr = run_cli(args, capsys)
     assert code == 0, stderr
     for name in ("results.csv", "runs.csv", "results.md", "settings.json", "accuracy.png", "mia_auc.png"):
@@ -50,6 +50,7 @@ def test_cli_writes_tables_and_plots(
     assert "| tfidf | madlib | 1e+09 |" in stdout and "| tfidf | clean | — |" in stdout
     settings = json.loads((out / "settings.json").read_text())
     assert settings["seed"] == 0 and settings["train_size"] == 30 and settings["membership"] is True
+    assert settings["batch_texts"] == 7
     with open(out / "results.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
     get = {(r["mechanism"], r["epsilon"], r["mode"], r["metric"]): r for r in rows}
@@ -76,6 +77,7 @@ def test_cli_writes_tables_and_plots(
         (["--mechanism", "madlib", "--gamma", "1"], "--gamma"),
         (["--text-column", "body"], "column"),
         (["--oov", "skip"], "--oov"),
+        (["--batch-texts", "0"], "--batch-texts"),
     ],
 )
 def test_cli_errors_name_the_parameter(

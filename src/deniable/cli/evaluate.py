@@ -175,6 +175,15 @@ def evaluate_cmd(
         int | None,
         typer.Option("--max-words", help="Cut every text after its first N words (both sides), to save time."),
     ] = None,
+    batch_texts: Annotated[
+        int,
+        typer.Option(
+            "--batch-texts",
+            help="Texts privatized per call (memory; --attack privatizes each side in one call). The "
+            "whole-vocabulary mechanisms compute one distance row per distinct word of a call, so larger "
+            "batches are faster for them.",
+        ),
+    ] = 200,
     oov: Annotated[
         str,
         opt.oov(
@@ -235,6 +244,7 @@ def evaluate_cmd(
         ("--test-size", test_size, 2),
         ("--negatives", negatives, 1),
         ("--max-words", max_words, 1),
+        ("--batch-texts", batch_texts, 1),
     ):
         if value is not None and value < low:
             raise InvalidParameterError(name, value, f"an integer >= {low}")

@@ -510,6 +510,7 @@ def run_evaluation(
         "membership": cfg.membership and task.kind == "classification",
         "oov": cfg.oov,
         "max_words": cfg.max_words,
+        "batch_texts": cfg.batch_texts,
         "mechanism_info": {
             name: mechanism_info(make(embedding, cfg.epsilons[0]), getattr(make, "options", None))
             for name, make in cfg.mechanisms.items()
