@@ -295,3 +295,19 @@ def test_tem_is_prepared_and_history_free_before_ready(tmp_path: Any, monkeypatc
         assert post(client, {"texts": [text], "epsilon": 10, "mechanism": "tem"}).status_code == 200
     assert (mech.cache_info(), dict(mech._totals)) == before  # no history kept
     assert mech._prepared.memo is None
+
+
+def test_whole_vocabulary_mechanisms_are_served_history_free() -> None:
+    """exponential, santext, santext_plus: their default draws once per distinct word of a call
+    (its time counts distinct words); the service builds them history-free (one row per token)."""
+    client = make(
+        mechanisms={"exponential": {"epsilons": [5]}, "santext": {"epsilons": [5]}, "santext_plus": {"epsilons": [5]}},
+        allow_non_metric=True,
+    )
+    assert client.get("/readyz").status_code == 200
+    state = client.app.state.deniable  # type: ignore[attr-defined]
+    served = {v[0].name: v[0] for v in state.mechanisms.values()}
+    assert set(served) == {"exponential", "santext", "santext_plus"}
+    assert all(m.history_free for m in served.values())
+    r = post(client, {"texts": ["the hockey game the game"], "epsilon": 5, "mechanism": "exponential"})
+    assert r.status_code == 200, r.text
