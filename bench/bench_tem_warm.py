@@ -221,8 +221,10 @@ def child(eps: float, n_tokens: int, first: int, mode: str) -> dict[str, float]:
 def run_cell(eps: float, mode: str, args: argparse.Namespace) -> dict[str, float]:
     cmd = [sys.executable, __file__, "--child", str(eps), "--mode", mode]
     cmd += ["--tokens", str(args.tokens), "--first", str(args.first)]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    done = subprocess.run(cmd, check=False, capture_output=True, text=True)
+    if done.returncode:  # the child's own error, not only its exit status
+        raise SystemExit(f"cell {eps:g} {mode} failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
 def main() -> None:
