@@ -43,12 +43,16 @@ Usage::
     deniable prepare -m tem -e 1,2,3,5,10     # once (a few minutes for the default 336k words)
     python bench/bench_tem_warm.py [--epsilons 1,2,3,5,10] [--tokens 1000000] [--first 10000]
         [--rounds 3] [--modes history-free,prepared,tables] [--busy]
-        [--mldp-python /tmp/mldp-venv/bin/python] [--mldp-seconds 20]
+        [--mldp-python /tmp/mldp-venv/bin/python] [--mldp-seconds 20] [--src OLD/src --src src]
 
 Modes per epsilon: "history-free" (the service's data-oblivious sampler, ``history_free=True``,
 after ``deniable prepare -m tem -e EPS``: issue 32's target), "prepared" (the default sampler
 with the k-NN tables and the envelope totals at that epsilon) and "tables" (the k-NN tables
 only: the totals are then memoized per process as words are met).
+
+``--src`` (repeatable) runs every cell once per source folder, put first on the cell's
+``PYTHONPATH``, interleaved in the same rounds: another checkout's library against this
+one in one run (its tables and MLDP shared), e.g. ``--src /tmp/old/src --src src``.
 
 It refuses to run without the prepared tables (building them inside would time the
 build, which ``deniable prepare`` reports itself).
@@ -60,6 +64,7 @@ import argparse
 import contextlib
 import json
 import math
+import os
 import subprocess
 import sys
 import tempfile
@@ -218,10 +223,13 @@ def child(eps: float, n_tokens: int, first: int, mode: str) -> dict[str, float]:
 # -- the run --------------------------------------------------------------------------------------
 
 
-def run_cell(eps: float, mode: str, args: argparse.Namespace) -> dict[str, float]:
+def run_cell(eps: float, mode: str, args: argparse.Namespace, src: str = "") -> dict[str, float]:
     cmd = [sys.executable, __file__, "--child", str(eps), "--mode", mode]
     cmd += ["--tokens", str(args.tokens), "--first", str(args.first)]
-    done = subprocess.run(cmd, check=False, capture_output=True, text=True)
+    env = dict(os.environ)
+    if src:  # another checkout's library (A/B): first on the child's path
+        env["PYTHONPATH"] = os.pathsep.join([str(Path(src).resolve()), env.get("PYTHONPATH", "")])
+    done = subprocess.run(cmd, check=False, capture_output=True, text=True, env=env)
     if done.returncode:  # the child's own error, not only its exit status
         raise SystemExit(f"cell {eps:g} {mode} failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
@@ -240,6 +248,9 @@ def main() -> None:
     ap.add_argument("--mldp-seconds", type=float, default=20.0, help="MLDP's seconds per round after start-up")
     ap.add_argument("--mldp-timeout", type=float, default=180.0, help="wall limit of one MLDP child")
     ap.add_argument("--mldp-tokens", type=int, default=5000, help="IMDb tokens handed to MLDP (cycled)")
+    ap.add_argument(
+        "--src", action="append", help="source folder(s) put first on the cells' PYTHONPATH (A/B, interleaved)"
+    )
     ap.add_argument("--child", type=float, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child is not None:
@@ -250,8 +261,8 @@ def main() -> None:
     if not modes or set(modes) - set(MODES):
         ap.error(f"--modes: some of {', '.join(MODES)}, not {args.modes!r}")
     loads_of = ("idle", "busy") if args.busy else ("idle",)
-    cells = [(e, m, b) for e in epsilons for m in modes for b in loads_of]
-    runs: dict[tuple[float, str, str], list[dict[str, float]]] = {c: [] for c in cells}
+    cells = [(e, m, b, s) for e in epsilons for m in modes for b in loads_of for s in args.src or [""]]
+    runs: dict[tuple[float, str, str, str], list[dict[str, float]]] = {c: [] for c in cells}
     mldp: dict[float, list[dict[str, float]]] = {e: [] for e in epsilons}
     loads = [load_average()]
     with contextlib.ExitStack() as stack:
@@ -266,7 +277,7 @@ def main() -> None:
             for eps in epsilons:
                 for cell in [c for c in cells if c[0] == eps]:
                     with busy_cores(2) if cell[2] == "busy" else contextlib.nullcontext():
-                        runs[cell].append(run_cell(eps, cell[1], args))
+                        runs[cell].append(run_cell(eps, cell[1], args, cell[3]))
                     print(cell, {k: f"{v:.4g}" for k, v in runs[cell][-1].items()}, file=sys.stderr, flush=True)
                 if args.mldp_python:
                     mldp[eps].append(
@@ -278,21 +289,22 @@ def main() -> None:
 
 
 def report(
-    cells: list[tuple[float, str, str]],
-    runs: dict[tuple[float, str, str], list[dict[str, float]]],
+    cells: list[tuple[float, str, str, str]],
+    runs: dict[tuple[float, str, str, str], list[dict[str, float]]],
     mldp: dict[float, list[dict[str, float]]],
     args: argparse.Namespace,
     loads: list[str],
 ) -> None:
     """Print the table: per cell, TEM beside both forms of its limit and MLDP, median (min-max) over the rounds."""
     rows = []
-    for eps, mode, busy in cells:
-        rs = runs[(eps, mode, busy)]
+    for eps, mode, busy, src in cells:
+        rs = runs[(eps, mode, busy, src)]
         ms = mldp[eps] if busy == "idle" else []
         rows.append(
             {
                 "eps": eps,
                 "mode": mode,
+                **({"src": src} if args.src else {}),
                 "cores": "idle" if busy == "idle" else "busy (2 spinners)",
                 "first batch tok/s *": summarise([r["first batch tok/s"] for r in rs]),
                 "rest tok/s *": summarise([r["rest tok/s"] for r in rs]),
