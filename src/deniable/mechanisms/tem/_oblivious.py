@@ -127,6 +127,7 @@ def oblivious_plan(mech: TruncatedExponential) -> tuple[int, bool]:
             if far + _LAYOUT_COST < needed[0]:
                 needed = (far, True)
         plan = (min(needed[0], OBLIVIOUS_MAX_ROUNDS), needed[1])
+    _schedules(plan[0])  # the budgets of every chunk size (~20 ms), here at open rather than in a first call
     with holder.lock:
         holder.rounds = plan
     return plan
