@@ -39,12 +39,15 @@ def _mech(monkeypatch: pytest.MonkeyPatch, eps: float, plan: tuple[int, bool] | 
 def test_oblivious_draws_are_exact(monkeypatch: pytest.MonkeyPatch, plan: tuple[int, bool] | None) -> None:
     # (R, far): through the far layouts or uniform proposals; R = 1: most tokens go through
     # the fallback rounds; None: the plan the mechanism chose
-    mech = _mech(monkeypatch, 3.0, plan)
+    _assert_exact_and_twin_fails(_mech(monkeypatch, 3.0, plan), seed=1)
+
+
+def _assert_exact_and_twin_fails(mech: TruncatedExponential, seed: int) -> None:
+    """G-tests of WORDS' draws against TEM's law pass, and against the law at a wrong epsilon (4) fail."""
     batch = np.tile(np.array(WORDS), 20000)
-    y = mech.privatize(batch, np.random.default_rng(1))
+    y = mech.privatize(batch, np.random.default_rng(seed))
     for w in WORDS:
         assert g_test_pvalue(y[batch == w], mech.distribution(w)[1]) > ALPHA
-    # the same test catches a wrong epsilon
     other = TruncatedExponential(mech.embedding, 4.0, table_max=1)  # type: ignore[arg-type]
     assert all(g_test_pvalue(y[batch == w], other.distribution(w)[1]) < ALPHA for w in WORDS)
 
@@ -140,12 +143,7 @@ def test_draws_past_the_budget_are_exact(monkeypatch: pytest.MonkeyPatch, far: b
     # catches a wrong epsilon
     mech = _mech(monkeypatch, 3.0, (4, far))
     monkeypatch.setattr(oblivious, "stages", lambda n, rounds: ((n, 1), (min(n, 1), 1)))
-    batch = np.tile(np.array(WORDS), 20000)
-    y = mech.privatize(batch, np.random.default_rng(12))
-    for w in WORDS:
-        assert g_test_pvalue(y[batch == w], mech.distribution(w)[1]) > ALPHA
-    other = TruncatedExponential(mech.embedding, 4.0, table_max=1)  # type: ignore[arg-type]
-    assert all(g_test_pvalue(y[batch == w], other.distribution(w)[1]) < ALPHA for w in WORDS)
+    _assert_exact_and_twin_fails(mech, seed=12)
 
 
 def test_the_plan_compares_rounds_before_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
