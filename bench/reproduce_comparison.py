@@ -195,6 +195,12 @@ def main() -> int:
     ap.add_argument("--report-only", action="store_true", help="run nothing: rebuild the reports from finished units")
     ap.add_argument("--no-report", action="store_true", help="only run the evaluations")
     ap.add_argument("--force", action="store_true", help="rerun units that are already complete")
+    ap.add_argument(
+        "--auc",
+        default="",
+        help="membership-AUC levels of the matched-leakage table (deniable compare --auc; default: its quartiles "
+        "of the range every unit spans, which move when units are added)",
+    )
     args = ap.parse_args()
     commands: list[str] = []
     timings: dict[str, float] = defaultdict(float)
@@ -222,6 +228,8 @@ def main() -> int:
         if args.no_report or not runs:
             continue
         argv = ["compare", *(a for r in runs for a in ("--results", str(r))), "--out", str(folder), "--seed", args.seed]
+        if args.auc:
+            argv += ["--auc", args.auc]
         commands.append("deniable " + shlex.join(argv))
         sys.argv = ["deniable", *argv]
         if run_app(argv) != 0:
