@@ -92,7 +92,7 @@ def authorship_attack(
         max_words=max_words,
         oov=oov,
         # the test side in one call per setting: a whole-vocabulary mechanism computes a distance
-        # row per distinct word of a call, so batches of 200 texts did 3x the rows
+        # row per distinct word of a call; batches of 200 texts computed a word's row again in each batch
         batch_texts=max(1, len(test.authors.texts)),
     )
 
