@@ -63,7 +63,8 @@ UNITS: dict[str, tuple[str, ...]] = {
     "vickrey": ("vickrey", "1,5,10,20"),
     "mahalanobis": ("mahalanobis", "1,5,10,21"),
     "brr": ("brr", "0.04,0.24,0.48,1"),
-    # one distance row per distinct word of a call: the 2,000 training texts in one call (2.4x fewer rows than 200 on IMDb)
+    # one distance row per distinct word of a call: the 2,000 training texts in one call
+    # (2.4x fewer rows than batches of 200 on IMDb)
     "whole-vocabulary": ("exponential,santext_plus", "5,20", "--batch-texts", "2000"),
     # SanText = exponential with its euclidean default (same class, same law) at the lower epsilons, so
     # that the matched-AUC table can place it (exponential's 5 and 20 give AUCs above every level); 5
