@@ -18,7 +18,7 @@ from scipy import stats
 
 from deniable import Embedding, NotPrivateWarning
 from deniable.mechanisms import make_mechanism
-from deniable.mechanisms.exponential import ExponentialMechanism
+from deniable.mechanisms.exponential import ExponentialMechanism, OutputSet
 
 CASES = [
     ("exponential", {"metric": "euclidean"}),
@@ -154,8 +154,6 @@ def test_default_path_computes_one_row_per_distinct_word() -> None:
     emb = small_embedding(4, n=40)
     ids = np.array([3, 3, 3, 7, 3, 11, 7] * 50)
     rows: list[int] = []
-    from deniable.mechanisms.exponential import OutputSet
-
     original = OutputSet.distance_block
 
     def counting(self: OutputSet, q: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
