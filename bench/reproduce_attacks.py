@@ -20,10 +20,11 @@ times the seed-001 privacy ratio to madlib (0.047 on GloVe 6B 50-d, 256-bit code
 The decisive run of docs/audit.md::
 
     python bench/reproduce_attacks.py --attack authorship --tasks 20newsgroups --out docs/figures/decisive/attacks \\
-        --units madlib-hnsw,tem,vickrey-hnsw,mahalanobis-hnsw,custext,brr-hnsw,diffractor -e 2,5,10 \\
-        --max-users 30 --max-words 50 --repeats 5
+        --units madlib-hnsw,tem,vickrey-hnsw,mahalanobis-hnsw,custext,brr-hnsw,diffractor,whole-vocabulary \\
+        -e 2,5,10 --max-users 30 --max-words 50 --repeats 5
     python bench/reproduce_attacks.py --attack user-audit --tasks 20newsgroups --out docs/figures/decisive/user-audit \\
-        --units madlib-hnsw -e 1,5,10 --max-users 100 --max-words 100 --repeats 5
+        --units madlib-hnsw,tem,custext,vickrey-hnsw,mahalanobis-hnsw,brr-hnsw,diffractor,whole-vocabulary \\
+        -e 1,5,10 --max-users 100 --max-words 100 --repeats 5
 """
 
 from __future__ import annotations
