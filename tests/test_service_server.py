@@ -52,12 +52,20 @@ def start(emb_dir: Path, *args: str, config: dict[str, Any] | None = None) -> tu
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
+    # every worker prepares its own mechanisms and answers 503 until then; one ready answer
+    # speaks for one worker only, so with --workers wait for a run of ready answers, each on a
+    # new connection (the workers share the listening socket: a new connection may go to either)
+    needed = 20 if "--workers" in args else 1
+    ready = 0
     while time.monotonic() < deadline:
         try:
-            if httpx.get(url + "/readyz", timeout=1).status_code == 200:
-                return proc, url
+            ready = ready + 1 if httpx.get(url + "/readyz", timeout=1).status_code == 200 else 0
         except httpx.HTTPError:
-            pass
+            ready = 0
+        if ready >= needed:
+            return proc, url
+        if ready:  # ready so far: ask again at once, on a new connection
+            continue
         if proc.poll() is not None:
             break
         time.sleep(0.2)
