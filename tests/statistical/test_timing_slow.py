@@ -49,6 +49,8 @@ RATIO_FREE = {"tem": 1.5, "truncated_gumbel": 2.5, "exponential": 1.5}
 RATIO_MUTANT = {"tem": 2.0, "truncated_gumbel": 6.0, "exponential": 4.0}
 #: The gap allowed between the median latencies of padded calls of two classes (seconds).
 PAD_GAP_S = 50e-6
+#: Calls of each class a padded comparison needs within one epoch of the padding's schedule.
+MIN_EPOCH_CALLS = 12
 
 
 def _ratio(by: dict[int, list[float]]) -> float:
@@ -205,19 +207,38 @@ def test_padding_hides_even_the_dedup_path() -> None:
     # within PAD_GAP_S (the release is spun on the clock; what remains is a few microseconds,
     # caches after different work, which the minimum of repeated calls makes visible to a
     # classifier on a quiet machine but no observer of a real call can use); the same mechanism
-    # unpadded is the twin that must show its 16x gap
+    # unpadded is the twin that must show its 16x gap.
+    # The schedule itself changes on a miss (work not done by its release time: on a loaded
+    # machine, CI's once at 7.9 ms): its budget doubles, for every later call of both classes.
+    # That change is the residue docs/threat-model.md states ("Time"), so the classes are
+    # compared between changes: within the epoch (misses so far) that holds the most calls,
+    # calling until it holds MIN_EPOCH_CALLS of each class.
     emb = make_tiny_embedding(8000, 16, seed=7)
     dedup = _gumbels(emb)["mutant"]
     mechs = {"padded": _Padded(dedup, True), "unpadded": _Padded(dedup, False)}
     for m in mechs.values():
         m.privatize(np.arange(300), np.random.default_rng(2))  # the padding's calibration (public words)
+    timing = mechs["padded"].priv._timing()
+    rng = np.random.default_rng(0)
+    # name -> epoch -> class -> latencies (the smallest of 3 calls, with the epoch after it)
+    lat: dict[str, dict[int, dict[int, list[float]]]] = {name: {} for name in mechs}
 
-    def make(rng: np.random.Generator) -> tuple[int, np.ndarray]:
+    def enough() -> bool:
+        return any(min(len(by[0]), len(by[1])) >= MIN_EPOCH_CALLS for by in lat["padded"].values())
+
+    calls = 0
+    while calls < 40 or (not enough() and calls < 400):
+        calls += 1
         label = int(rng.integers(2))
         ids = rng.choice(emb.size, 300, replace=False) if label else np.repeat(rng.integers(emb.size), 300)
-        return label, ids
-
-    lat = _interleaved(dict(mechs), make, 40, repeat=3)
-    gap = {name: float(np.median(by[1]) - np.median(by[0])) for name, by in lat.items()}
+        for name in rng.permutation(list(mechs)).tolist():
+            took, epoch = min((mechs[name].timed(ids, rng)[0], timing.misses + timing.recoveries) for _ in range(3))
+            lat[name].setdefault(epoch if name == "padded" else 0, {0: [], 1: []})[label].append(took)
+    assert enough(), f"the padding's schedule changed {timing.misses + timing.recoveries} times in {calls} calls"
+    padded = max(lat["padded"].values(), key=lambda by: min(len(by[0]), len(by[1])))
+    gap = {
+        name: float(np.median(by[1]) - np.median(by[0]))
+        for name, by in (("padded", padded), ("unpadded", lat["unpadded"][0]))
+    }
     assert abs(gap["padded"]) < PAD_GAP_S, f"padded: distinct words {gap['padded'] * 1e6:.1f} us apart from one word"
     assert gap["unpadded"] > 20 * PAD_GAP_S, f"the unpadded twin was not detected ({gap['unpadded'] * 1e6:.1f} us)"
