@@ -6,9 +6,9 @@ set-up) and (b) one word repeated vs distinct words (TEM, truncated_gumbel, expo
 mechanism and a MUTANT with the early exit (or the dedup by distinct word) put back are timed
 in the same loop, calls interleaved at random, so load on the machine hits both alike. For (a)
 the history-free one must stay within a generous band around 0.5 and the mutant outside it;
-for (b) the check is the effect size (median distinct / one), since a cache residue remains
-that a classifier sees on a quiet machine (see RATIO_FREE). Either way the mutant must be
-detected, so the check is not vacuous.
+for (b) the check is the effect size (median distinct / one) of the calls' CPU time, the work
+(see _one_vs_distinct), since a cache residue remains that a classifier sees on a quiet
+machine (see RATIO_FREE). Either way the mutant must be detected, so the check is not vacuous.
 """
 
 from __future__ import annotations
@@ -42,11 +42,13 @@ BAND = 0.2
 #: CPU caches; 0.997 for truncated_gumbel, whose faiss search of 300 distinct queries takes
 #: about 1.4x that of one query repeated). docs/threat-model.md ("Timing in the library")
 #: states this residue, and that the service's padded responses are what hide it.
-#: The distinct/one ratio of median latencies allowed for history-free mode, and required of the
-#: mutant (measured on a quiet machine: TEM 1.07-1.09 vs 2.8-3.2; truncated_gumbel 1.33-1.43 vs 16-17;
-#: exponential 1.00 vs 8.8).
+#: The distinct/one ratio of median CPU times (see _one_vs_distinct) allowed for history-free mode,
+#: and required of the mutant. Measured on a quiet machine: TEM 1.09 vs 2.7, truncated_gumbel 1.15 vs
+#: 52, exponential 1.01 vs 7.7; beside 3 spinning processes on the 2 cores: TEM 1.07-1.10 vs 2.6-2.8,
+#: truncated_gumbel 1.04-1.16 vs 300, exponential 1.02-1.03 vs 4.8-5.9. (Wall-time medians on a quiet
+#: machine: TEM 1.07-1.09 vs 2.8-3.2, truncated_gumbel 1.33-1.43 vs 16-17, exponential 1.00 vs 8.8.)
 RATIO_FREE = {"tem": 1.5, "truncated_gumbel": 2.5, "exponential": 1.5}
-RATIO_MUTANT = {"tem": 2.0, "truncated_gumbel": 6.0, "exponential": 4.0}
+RATIO_MUTANT = {"tem": 2.0, "truncated_gumbel": 6.0, "exponential": 3.0}
 #: The gap allowed between the median latencies of padded calls of two classes (seconds).
 PAD_GAP_S = 50e-6
 #: Calls of each class a padded comparison needs within one epoch of the padding's schedule.
@@ -69,16 +71,18 @@ class EarlyExitTEM(TruncatedExponential):
         return privatize_fast(self, flat, rng)
 
 
-def _timed(mech: Any, ids: np.ndarray, rng: np.random.Generator, repeat: int) -> tuple[float, np.ndarray]:
+def _timed(
+    mech: Any, ids: np.ndarray, rng: np.random.Generator, repeat: int, clock: Callable[[], float] = time.perf_counter
+) -> tuple[float, np.ndarray]:
     """The smallest latency of ``repeat`` calls (filters out preemption), and the first call's output."""
     best, first = np.inf, None
     for _ in range(repeat):
         if hasattr(mech, "timed"):
             took, y = mech.timed(ids, rng)
         else:
-            t0 = time.perf_counter()
+            t0 = clock()
             y = mech.privatize(ids, rng)
-            took = time.perf_counter() - t0
+            took = clock() - t0
         best = min(best, took)
         first = y if first is None else first
     assert first is not None
@@ -86,7 +90,11 @@ def _timed(mech: Any, ids: np.ndarray, rng: np.random.Generator, repeat: int) ->
 
 
 def _interleaved(
-    mechs: dict[str, Any], make: Callable[[np.random.Generator], tuple[int, np.ndarray]], calls: int, repeat: int = 1
+    mechs: dict[str, Any],
+    make: Callable[[np.random.Generator], tuple[int, np.ndarray]],
+    calls: int,
+    repeat: int = 1,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, dict[int, list[float]]]:
     """Latencies by mechanism and class; ``make(rng) -> (class or -1: labelled by the output, ids)``."""
     rng = np.random.default_rng(0)
@@ -95,7 +103,7 @@ def _interleaved(
     for _ in range(calls):
         label, ids = make(rng)
         for name in rng.permutation(names).tolist():
-            t, y = _timed(mechs[name], ids, rng, repeat)
+            t, y = _timed(mechs[name], ids, rng, repeat, clock)
             lab = int(y[0] == ids[0]) if label < 0 else label
             out[name][lab].append(t)
     return out
@@ -127,14 +135,22 @@ def test_tem_kept_vs_changed_is_not_timed(tem_pair: dict[str, Any]) -> None:
 
 
 def _one_vs_distinct(mechs: dict[str, Any], size: int, tokens: int, calls: int) -> dict[str, tuple[float, float]]:
-    """``name -> (median distinct / one, AUC)``: ``tokens`` copies of one word vs ``tokens`` distinct words."""
+    """``name -> (median distinct / one, AUC)``: ``tokens`` copies of one word vs ``tokens`` distinct words.
+
+    Timed in the process's CPU time, the WORK of a call, which is what history-free mode makes
+    a function of the token count. Wall time on a loaded machine adds the scheduler's time
+    slices: a call a few percent longer crosses one more slice boundary, so beside 3 spinning
+    processes on 2 cores the cache residue of history-free TEM (1.07-1.10x in CPU time, and in
+    wall time on a quiet machine) read 1.4-2.1x in wall-time medians and failed this check.
+    (The padded test below is on the wall clock: that is what padding is about.)
+    """
 
     def make(rng: np.random.Generator) -> tuple[int, np.ndarray]:
         label = int(rng.integers(2))
         ids = rng.choice(size, tokens, replace=False) if label else np.repeat(rng.integers(size), tokens)
         return label, ids
 
-    lat = _interleaved(mechs, make, calls, repeat=3)
+    lat = _interleaved(mechs, make, calls, repeat=3, clock=time.process_time)
     return {name: (_ratio(by), _auc(by[0], by[1])) for name, by in lat.items()}
 
 
