@@ -52,8 +52,10 @@ def _assert_exact_and_twin_fails(mech: TruncatedExponential, seed: int) -> None:
     assert all(g_test_pvalue(y[batch == w], other.distribution(w)[1]) < ALPHA for w in WORDS)
 
 
-def test_every_word_does_the_same_work(monkeypatch: pytest.MonkeyPatch) -> None:
-    mech = _mech(monkeypatch, 3.0, (40, True))  # R large: no fallback in practice (checked below)
+@pytest.mark.parametrize("far", [True, False])
+def test_every_word_does_the_same_work(monkeypatch: pytest.MonkeyPatch, far: bool) -> None:
+    # with the far bounds or the plain envelope (the plan at eps 1 on GloVe)
+    mech = _mech(monkeypatch, 3.0, (40, far))  # R large: no fallback in practice (checked below)
     sizes: list[int] = []
     original = oblivious.count_at_most
 
@@ -160,3 +162,35 @@ def test_the_plan_compares_rounds_before_the_cap(monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setattr(oblivious, "_envelopes", fake)
     assert oblivious.oblivious_plan(mech) == (oblivious.OBLIVIOUS_MAX_ROUNDS, True)
+
+
+def test_the_plan_counts_a_tokens_work_not_its_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the far envelope needs fewer rounds, but every token then pays its far layout: on GloVe at
+    # eps 1 (plain R = 48, far R = 11) the plain envelope does 14.6 proposals' work a token of a
+    # full chunk against 30.5, and ran 1.9x faster. The plan keeps the envelope of less work,
+    # and the far one wherever the plain one needs more than the cap
+    mech = _mech(monkeypatch, 3.0)
+    real = oblivious._envelopes
+
+    def plan_for(c_plain: float, c_far: float) -> tuple[int, bool]:
+        est = {False: np.array([1.01, c_plain]), True: np.array([1.01, c_far])}
+
+        def fake(m: Any, entries: Any, words: Any, use_far: bool = True, estimate: bool = True) -> Any:
+            got = real(m, entries, words, use_far, estimate)
+            return oblivious._Envelopes(**{**got.__dict__, "est": est[use_far]})
+
+        monkeypatch.setattr(oblivious, "_envelopes", fake)
+        mech._prepared.rounds = None  # type: ignore[attr-defined]
+        return oblivious.oblivious_plan(mech)
+
+    def rounds(c: float) -> int:
+        return oblivious._rounds(np.array([c]))
+
+    # eps 1 on GloVe: R 49 vs 10, plain (the old rule, far + 8 < plain in rounds, kept far)
+    assert oblivious._work(rounds(7.5), False) < oblivious._work(rounds(2.0), True)
+    assert plan_for(7.5, 2.0) == (rounds(7.5), False)
+    # plain work 28.5 (R 94) against far 27.6 (R 3): far
+    assert oblivious._work(rounds(14.0), False) > oblivious._work(rounds(1.05), True)
+    assert plan_for(14.0, 1.05) == (rounds(1.05), True)
+    # the plain envelope needs R 135, over the cap of 96: far, whatever its work
+    assert plan_for(20.0, 7.0) == (rounds(7.0), True)

@@ -76,9 +76,14 @@ __all__ = [
 OBLIVIOUS_DELTA = 1e-3
 #: At most this many proposals per token (bounds the cost at small epsilon without far bounds).
 OBLIVIOUS_MAX_ROUNDS = 96
-#: The far layout of a token (1,024 cluster masses) costs about as much as this many
-#: proposals: the far bounds are used when they save more proposals than that.
-_LAYOUT_COST = 8
+#: What the far bounds add, in proposals of the plain envelope: a token's far layout (1,024
+#: cluster masses, ~6 us) and the far part of its E (~1.5 us) cost about this many, and a far
+#: proposal (a uniform one AND a far-cluster one) this many plain ones. Measured history-free
+#: on GloVe 336k, IMDb tokens, one thread (docs/tem.md, "The plan's cost model"): with the far
+#: bounds ~10.1 us + 0.34 us a proposal of the budget a token; the plain envelope at eps 1
+#: (R = 48, 14.6 proposals a token) 6.0 us.
+_LAYOUT_COST = 26.0
+_FAR_PROPOSAL_COST = 1.3
 #: Words sampled (evenly spaced ids: public) to choose ``R`` with prepared tables / without.
 _SAMPLE_PREPARED = 2048
 _SAMPLE_SCANNED = 64
@@ -105,8 +110,10 @@ def oblivious_plan(mech: TruncatedExponential) -> tuple[int, bool]:
     from the k-NN envelopes of evenly spaced words (no input is involved), the largest
     estimated expected proposals per token ``c`` (docs/tem.md, sampler 4's estimate);
     ``R = ceil(ln(delta) / ln(1 - 1/c))``, between 1 and :data:`OBLIVIOUS_MAX_ROUNDS`.
-    With prepared far bounds, both envelopes are costed (the far one adds a layout per
-    token) and the cheaper is kept. Computed once per mechanism (kept with its prepared tables).
+    With prepared far bounds, both envelopes are costed by the work a token of a full chunk
+    does (:func:`_work`: its budget of proposals, and the far one's layout) and the cheaper
+    is kept; a plain envelope that needs more than :data:`OBLIVIOUS_MAX_ROUNDS` is never
+    kept over the far one. Computed once per mechanism (kept with its prepared tables).
     """
     holder = mech._prepared
     found = holder.rounds
@@ -123,14 +130,20 @@ def oblivious_plan(mech: TruncatedExponential) -> tuple[int, bool]:
         # need far more (at eps 5 on GloVe, 96 against ~3,900: those words' tokens fell back)
         needed = (_rounds(_envelopes(mech, entries, words, use_far=False).est), False)
         if mech._prepared.far is not None and mech._env.n_rest:
-            far = _rounds(_envelopes(mech, entries, words, use_far=True).est)
-            if far + _LAYOUT_COST < needed[0]:
-                needed = (far, True)
+            far = (_rounds(_envelopes(mech, entries, words, use_far=True).est), True)
+            if needed[0] > OBLIVIOUS_MAX_ROUNDS or _work(*far) < _work(*needed):
+                needed = far
         plan = (min(needed[0], OBLIVIOUS_MAX_ROUNDS), needed[1])
     _schedules(plan[0])  # the budgets of every chunk size (~20 ms), here at open rather than in a first call
     with holder.lock:
         holder.rounds = plan
     return plan
+
+
+def _work(rounds: int, far: bool) -> float:
+    """A token's work in a full chunk, in plain proposals: its share of the budget (and the far layout)."""
+    per_token = sum(slots * r for slots, r in stages(_TOKENS, min(rounds, OBLIVIOUS_MAX_ROUNDS))) / _TOKENS
+    return _LAYOUT_COST + _FAR_PROPOSAL_COST * per_token if far else per_token
 
 
 def _rounds(est: npt.NDArray[np.float64]) -> int:
