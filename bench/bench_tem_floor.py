@@ -110,7 +110,7 @@ def one_epsilon(  # type: ignore[no-untyped-def]
 
     eps, rng = float(mech.epsilon), deniable.secure_generator()
     try:
-        cum, words = limit_tables(mech, np.concatenate([tokens, sample]))
+        cum, words = limit_tables(mech, tokens)  # (the sample is drawn from the tokens)
     except Exception as exc:  # noqa: BLE001 - the tables are not prepared: say how
         raise SystemExit(f"eps {eps:g}: {exc}\nrun `deniable prepare -m tem -e {eps:g}` first") from exc
     t0 = time.perf_counter()

@@ -148,12 +148,11 @@ def test_draws_past_the_budget_are_exact(monkeypatch: pytest.MonkeyPatch, far: b
     _assert_exact_and_twin_fails(mech, seed=12)
 
 
-def test_the_plan_compares_rounds_before_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
-    # R is capped; the far bounds are chosen by the rounds each envelope NEEDS (uncapped): a
-    # plain envelope needing 10x the cap is not "as cheap" as a far one needing the cap
-    est = {False: np.array([2.0, 5000.0]), True: np.array([2.0, 15.0])}
-    mech = _mech(monkeypatch, 3.0)
-    mech._prepared.rounds = None  # type: ignore[attr-defined]
+def _plan_given(
+    monkeypatch: pytest.MonkeyPatch, mech: TruncatedExponential, plain: np.ndarray, far: np.ndarray
+) -> tuple[int, bool]:
+    """The plan chosen afresh when the plain / far envelopes' estimated proposals per token are these."""
+    est = {False: plain, True: far}
     real = oblivious._envelopes
 
     def fake(m: Any, entries: Any, words: Any, use_far: bool = True, estimate: bool = True) -> Any:
@@ -161,7 +160,16 @@ def test_the_plan_compares_rounds_before_the_cap(monkeypatch: pytest.MonkeyPatch
         return oblivious._Envelopes(**{**got.__dict__, "est": est[use_far]})
 
     monkeypatch.setattr(oblivious, "_envelopes", fake)
-    assert oblivious.oblivious_plan(mech) == (oblivious.OBLIVIOUS_MAX_ROUNDS, True)
+    mech._prepared.rounds = None  # type: ignore[attr-defined]
+    return oblivious.oblivious_plan(mech)
+
+
+def test_the_plan_compares_rounds_before_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    # R is capped; the far bounds are chosen by the rounds each envelope NEEDS (uncapped): a
+    # plain envelope needing 10x the cap is not "as cheap" as a far one needing the cap
+    mech = _mech(monkeypatch, 3.0)
+    plan = _plan_given(monkeypatch, mech, np.array([2.0, 5000.0]), np.array([2.0, 15.0]))
+    assert plan == (oblivious.OBLIVIOUS_MAX_ROUNDS, True)
 
 
 def test_the_plan_counts_a_tokens_work_not_its_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -170,18 +178,9 @@ def test_the_plan_counts_a_tokens_work_not_its_rounds(monkeypatch: pytest.Monkey
     # full chunk against 30.5, and ran 1.9x faster. The plan keeps the envelope of less work,
     # and the far one wherever the plain one needs more than the cap
     mech = _mech(monkeypatch, 3.0)
-    real = oblivious._envelopes
 
     def plan_for(c_plain: float, c_far: float) -> tuple[int, bool]:
-        est = {False: np.array([1.01, c_plain]), True: np.array([1.01, c_far])}
-
-        def fake(m: Any, entries: Any, words: Any, use_far: bool = True, estimate: bool = True) -> Any:
-            got = real(m, entries, words, use_far, estimate)
-            return oblivious._Envelopes(**{**got.__dict__, "est": est[use_far]})
-
-        monkeypatch.setattr(oblivious, "_envelopes", fake)
-        mech._prepared.rounds = None  # type: ignore[attr-defined]
-        return oblivious.oblivious_plan(mech)
+        return _plan_given(monkeypatch, mech, np.array([1.01, c_plain]), np.array([1.01, c_far]))
 
     def rounds(c: float) -> int:
         return oblivious._rounds(np.array([c]))
