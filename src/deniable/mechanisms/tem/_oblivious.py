@@ -19,23 +19,24 @@ Here a call's work is the same whatever its words:
   distance, the membership test in E; the outcome is chosen by masks afterwards (no early
   exit, no word-dependent branch);
 - the proposals of a chunk are a fixed budget (:func:`stages`, a function of the chunk's
-  token count and ``R`` only): stage 1 gives every token ``r`` proposals, each later stage
-  ``r`` more (the last ``R``) to a fixed number of slots, filled by the tokens not accepted
-  yet and, for the rest, by dummy work whose results are dropped. ``R`` (a function of
-  the configuration, :func:`oblivious_plan`) is what one token alone would need: a token
-  of the costliest planned word has all ``R`` rejected with probability ``delta``
+  token count and ``R`` only): stage 1 gives every token ``r_1`` proposals, each later
+  stage ``r_i`` more to a fixed number of slots, filled by the tokens not accepted yet
+  and, for the rest, by dummy work whose results are dropped. ``R`` (a function of the
+  configuration, :func:`oblivious_plan`) is what one token alone would need: a token of
+  the costliest planned word has all ``R`` rejected with probability ``delta``
   (:data:`OBLIVIOUS_DELTA`); the slots of each stage cover the tokens left by the one
-  before except with probability ``delta / (stages - 1)`` (Bernstein), so that a chunk of
-  1,024 tokens makes about a third of ``1,024 R`` proposals (issue 32: ``R`` for every
-  token was 3x the work at eps 3);
+  before (Bernstein) and the last stage gives each slot enough proposals that a chunk has
+  a token left with probability at most ``delta`` in all, so that a chunk of 2,048 tokens
+  makes about a quarter of ``2,048 R`` proposals (issue 32: ``R`` for every token was 3x
+  the work at eps 3);
 - a token's output is its first accepted proposal: the same law as trying them one after
   another, i.e. the k-NN envelope sampler's, which is exactly TEM's distribution; how many
   proposals a token gets depends only on whether its earlier ones were all rejected.
 
 What is not oblivious (documented in docs/threat-model.md): tokens left when a chunk's
-budget is spent (probability at most ``delta`` a chunk for words up to the planned cost,
-by the sampler's cost estimate) get ``R`` more each until accepted, for those tokens
-only: an exact fallback whose rare use takes longer.
+budget is spent (probability at most ``delta`` a chunk, whatever its size, for words up to
+the planned cost, by the sampler's cost estimate) get ``R`` more each until accepted, for
+those tokens only: an exact fallback whose rare use takes longer.
 Tokens whose envelope cannot be formed at all (no screening: vector norms over 1e15; an E
 of zero mass) go to the general samplers. Cache effects of reading different rows remain.
 
@@ -91,11 +92,14 @@ _SAMPLE_SCANNED = 64
 _PROPOSALS = 1 << 14
 #: Tokens whose envelopes are formed at once (a chunk: k-NN rows, E weights and far layouts,
 #: about 16 KB a token); the budget of proposals (:func:`stages`) is shared within a chunk,
-#: so a larger chunk needs fewer proposals a token (16 instead of 18 at R = 49 for 1,024
-#: instead of 512), and a smaller one keeps the chunk's arrays in cache.
-_TOKENS = 1 << 10
+#: so a larger chunk needs fewer proposals a token (12.3 instead of 14.4 at R = 49 for 2,048
+#: instead of 1,024), and a smaller one keeps the chunk's arrays in cache (4,096 was slower).
+_TOKENS = 1 << 11
 #: At most this many stages in a chunk's budget (:func:`stages`).
-_MAX_STAGES = 6
+_MAX_STAGES = 8
+#: What a stage costs besides its proposals, in proposals: its numpy calls on small arrays
+#: (~100 us at eps 1, ~170 us with the far bounds, against ~0.2 / ~0.4 us a proposal).
+_STAGE_COST = 400.0
 
 
 def oblivious_rounds(mech: TruncatedExponential) -> int:
@@ -237,31 +241,53 @@ def _envelopes(
 def _schedules(rounds: int) -> tuple[tuple[tuple[int, int], ...], ...]:
     """The budget of a chunk of ``n`` tokens, for every ``n`` up to :data:`_TOKENS`: :func:`stages`.
 
-    A function of ``R`` (and the module's constants) only, computed once per ``R`` for every
-    ``n`` at once (a few milliseconds).
+    One dynamic programme over the slots a stage starts with serves every ``n``:
+    ``cost[m]``, the least cost of finishing from ``m`` slots with at most ``s`` stages, is
+    the last stage or a stage of ``r < R`` proposals a slot followed by the best finish from
+    the Bernstein bound on the tokens it leaves (``s`` from 2 to :data:`_MAX_STAGES`); a
+    stage costs its proposals plus :data:`_STAGE_COST`. A chunk of ``n`` tokens starts from
+    ``n`` slots, or is a single stage when that is as cheap. A function of ``R`` (and the
+    module's constants) only, computed once per ``R`` (~10 ms).
     """
     n = np.arange(_TOKENS + 1, dtype=np.float64)
-    single = tuple(((int(m), rounds),) for m in n)
     if rounds <= 1:
-        return single
-    # the smallest acceptance per proposal R is planned for: (1 - p)^R = delta
-    q = OBLIVIOUS_DELTA ** (np.arange(1, rounds, dtype=np.float64) / rounds)  # (1 - p)^r, r < R
-    best_work = n * rounds
-    best: list[tuple[tuple[int, int], ...]] = list(single)
-    for count in range(2, _MAX_STAGES + 1):
-        log_inv = math.log(count - 1) - math.log(OBLIVIOUS_DELTA)  # ln(1 / delta'), delta' = delta / (count - 1)
-        slots = [np.broadcast_to(n[:, None], (n.size, q.size))]
-        for _ in range(count - 1):
-            slots.append(_bound(slots[-1], q, log_inv))
-        r = np.arange(1, rounds, dtype=np.float64)
-        work = sum(m * r for m in slots[:-1]) + slots[-1] * rounds
-        pick = np.argmin(work, axis=1)
-        better = np.flatnonzero(work[np.arange(n.size), pick] < best_work)
-        for i in better.tolist():
-            j = int(pick[i])
-            best_work[i] = work[i, j]
-            best[i] = (*((int(m[i, j]), j + 1) for m in slots[:-1]), (int(slots[-1][i, j]), rounds))
-    return tuple(best)
+        return tuple(((int(m), rounds),) for m in n)
+    # the smallest acceptance per proposal R is planned for: (1 - p)^R = delta, so that r
+    # proposals all fail with probability q1^r = delta^(r / R)
+    log_q1 = math.log(OBLIVIOUS_DELTA) / rounds
+    # the last stage: enough proposals a slot that any of its m slots' tokens is left with
+    # probability at most delta (a single stage) or delta / 2 (after others: the slot bounds
+    # of the stages before it are exceeded with probability delta / 2 in all, Bernstein)
+    with np.errstate(divide="ignore"):
+        single = np.maximum(np.ceil(np.log(OBLIVIOUS_DELTA / n) / log_q1), rounds)
+        last = np.maximum(np.ceil(np.log(OBLIVIOUS_DELTA / (2 * n)) / log_q1), rounds)
+    single[0] = last[0] = rounds
+    r = np.arange(1, rounds, dtype=np.float64)
+    log_inv = math.log(2 * (_MAX_STAGES - 1)) - math.log(OBLIVIOUS_DELTA)
+    left = _bound(n[:, None], np.exp(r * log_q1)[None, :], log_inv).astype(np.int64)  # slots after a stage of r
+    cost = n * last + _STAGE_COST  # one stage left (after others)
+    pick = []  # per stage count s = 2, 3, ...: the first stage's r of the best with at most s (0: fewer do as well)
+    for _ in range(_MAX_STAGES - 1):
+        cand = n[:, None] * r[None, :] + _STAGE_COST + cost[left]
+        j = np.argmin(cand, axis=1)
+        best = cand[np.arange(n.size), j]
+        go = best < cost
+        pick.append(np.where(go, j + 1, 0))
+        cost = np.where(go, best, cost)
+    out: list[tuple[tuple[int, int], ...]] = []
+    for m0 in range(n.size):
+        plan: list[tuple[int, int]] = []
+        m = m0
+        for choice in reversed(pick):  # at most _MAX_STAGES stages left first
+            step = int(choice[m])
+            if step:
+                plan.append((m, step))
+                m = int(left[m, step - 1])
+        if not plan or n[m0] * single[m0] + _STAGE_COST <= cost[m0]:
+            out.append(((m0, int(single[m0])),))
+        else:
+            out.append((*plan, (m, int(last[m]))))
+    return tuple(out)
 
 
 def _bound(m: np.ndarray, q: np.ndarray, log_inv: float) -> np.ndarray:
@@ -274,14 +300,17 @@ def _bound(m: np.ndarray, q: np.ndarray, log_inv: float) -> np.ndarray:
 def stages(n: int, rounds: int) -> tuple[tuple[int, int], ...]:
     """``((slots, proposals a slot), ...)``: the fixed work of a chunk of ``n`` tokens when every token may need ``R``.
 
-    Stage 1 gives every token ``r`` proposals; each later stage gives ``r`` more (the last:
-    ``R``) to a fixed number of *slots*, filled by the tokens none of whose proposals was
-    accepted yet, the rest by dummy work. The slots of a stage are a Bernstein bound on the
-    tokens left by the one before, for a token whose proposals are each accepted with the
-    smallest probability ``R`` is planned for (``(1 - p)^R = delta``), exceeded with
-    probability at most ``delta / (stages - 1)``; among these budgets (up to
-    :data:`_MAX_STAGES` stages, one ``r`` for all but the last) the one with the fewest
-    proposals, or ``((n, R),)`` when none has fewer. A function of ``n`` and ``R`` only.
+    Stage 1 gives every token ``r_1`` proposals; each later stage gives ``r_i`` more to a
+    fixed number of *slots*, filled by the tokens none of whose proposals was accepted yet,
+    the rest by dummy work. Planned for tokens whose proposals are each accepted with the
+    smallest probability ``R`` is planned for (``(1 - p)^R = delta``): the slots of a stage
+    are a Bernstein bound on the tokens the one before leaves, exceeded with probability
+    ``delta / (2 (_MAX_STAGES - 1))``, and the last stage gives each of its ``m`` slots
+    enough proposals (at least ``R``) that any token is left with probability at most
+    ``delta / 2`` (union bound; ``delta`` for a single stage, where ``n = 1`` gets exactly
+    ``R``): a chunk goes past its budget with probability at most ``delta``. Among these
+    budgets (up to :data:`_MAX_STAGES` stages) the cheapest, counting
+    :data:`_STAGE_COST` a stage (:func:`_schedules`). A function of ``n`` and ``R`` only.
     """
     if n > _TOKENS:
         raise ValueError(f"a chunk has at most {_TOKENS} tokens, not {n}")
