@@ -20,6 +20,7 @@ import typer
 __all__ = [
     "EmbeddingOpt",
     "EtaOpt",
+    "FormatOpt",
     "PlotsOpt",
     "VocabSizeOpt",
     "VocabularyOpt",
@@ -79,7 +80,13 @@ binarizer_seed = _flag("--binarizer-seed")  # the seed of the binarizer's traini
 
 
 # -- options that read the same in every command that takes them ----------------------------------
-EmbeddingOpt = Annotated[str | None, embedding("Embedding file or folder (default: built-in GloVe 6B 50-d).")]
+EmbeddingOpt = Annotated[
+    str | None,
+    embedding(
+        "Embedding: a GloVe/fastText text file, a word2vec .bin(.gz) or a saved folder (default: built-in "
+        "GloVe 6B 50-d)."
+    ),
+]
 VocabularyOpt = Annotated[
     str,
     vocabulary(
@@ -89,5 +96,8 @@ VocabularyOpt = Annotated[
     ),
 ]
 VocabSizeOpt = Annotated[int | None, vocab_size("Keep only the N most frequent words of the embedding.")]
+FormatOpt = Annotated[
+    str | None, file_format("txt, csv, tsv, jsonl or parquet (default: from the file name; stdin: txt).")
+]
 EtaOpt = Annotated[float, typer.Option("--eta", help="The eta-support holds >= 1 - eta of the mass.")]
 PlotsOpt = Annotated[bool, plots("Write PNG plots (needs matplotlib).")]

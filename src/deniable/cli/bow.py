@@ -81,9 +81,7 @@ def privatize_cmd(
         ),
     ] = False,
     column: Annotated[str | None, opt.column("Text column (csv/tsv/jsonl/parquet).")] = None,
-    format: Annotated[
-        str | None, opt.file_format("txt, csv, tsv, jsonl or parquet (default: from the file name).")
-    ] = None,
+    format: opt.FormatOpt = None,
     vocabulary: Annotated[
         str | None,
         opt.vocabulary(

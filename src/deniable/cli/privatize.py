@@ -57,16 +57,8 @@ def privatize_cmd(
     column: Annotated[
         list[str] | None, opt.column("Text column to privatize (csv/tsv/jsonl/parquet); repeat for several.")
     ] = None,
-    format: Annotated[
-        str | None, opt.file_format("txt, csv, tsv, jsonl or parquet (default: from the file name; stdin: txt).")
-    ] = None,
-    embedding: Annotated[
-        str | None,
-        opt.embedding(
-            "Embedding: GloVe/fastText text file, word2vec .bin(.gz) or a saved folder. "
-            "Default: built-in GloVe 6B 50-d."
-        ),
-    ] = None,
+    format: opt.FormatOpt = None,
+    embedding: opt.EmbeddingOpt = None,
     vocab_size: opt.VocabSizeOpt = None,
     vocabulary: opt.VocabularyOpt = "words",
     oov: Annotated[
