@@ -150,7 +150,8 @@ def test_stage_budgets_are_exceeded_rarely() -> None:
         rate = _past_budget(oblivious.stages(n, rounds), rounds, 40000, seed=11)
         assert rate <= 1.5 * delta, (rounds, n, rate)
     # the twins overflow: slots of the mean (no Bernstein margin), and R for each of 10 tokens
-    # (each left with probability delta: the chunk with about 10 delta; the budget before 2026-11-25)
+    # (each left with probability delta, the chunk with about 10 delta: what a call of 10 tokens
+    # made until the last stage's proposals came from a union bound)
     plan = oblivious.stages(oblivious._TOKENS, 49)
     q1 = delta ** (1.0 / 49)
     mean_slots = [plan[0]]
