@@ -82,7 +82,7 @@ OBLIVIOUS_MAX_ROUNDS = 96
 #: proposal (a uniform one AND a far-cluster one) this many plain ones. Measured history-free
 #: on GloVe 336k, IMDb tokens, one thread (docs/tem.md, "The plan's cost model"): with the far
 #: bounds ~10.1 us + 0.34 us a proposal of the budget a token; the plain envelope at eps 1
-#: (R = 48, 14.6 proposals a token) 6.0 us.
+#: (R = 48, 14.6 proposals a token with the budgets of 1,024-token chunks) 6.0 us.
 _LAYOUT_COST = 26.0
 _FAR_PROPOSAL_COST = 1.3
 #: Words sampled (evenly spaced ids: public) to choose ``R`` with prepared tables / without.
@@ -138,7 +138,7 @@ def oblivious_plan(mech: TruncatedExponential) -> tuple[int, bool]:
             if needed[0] > OBLIVIOUS_MAX_ROUNDS or _work(*far) < _work(*needed):
                 needed = far
         plan = (min(needed[0], OBLIVIOUS_MAX_ROUNDS), needed[1])
-    _schedules(plan[0])  # the budgets of every chunk size (~20 ms), here at open rather than in a first call
+    _schedules(plan[0])  # the budgets of every chunk size (10-20 ms), here at open rather than in a first call
     with holder.lock:
         holder.rounds = plan
     return plan
@@ -247,7 +247,7 @@ def _schedules(rounds: int) -> tuple[tuple[tuple[int, int], ...], ...]:
     the Bernstein bound on the tokens it leaves (``s`` from 2 to :data:`_MAX_STAGES`); a
     stage costs its proposals plus :data:`_STAGE_COST`. A chunk of ``n`` tokens starts from
     ``n`` slots, or is a single stage when that is as cheap. A function of ``R`` (and the
-    module's constants) only, computed once per ``R`` (~10 ms).
+    module's constants) only, computed once per ``R`` (10-20 ms on this machine).
     """
     n = np.arange(_TOKENS + 1, dtype=np.float64)
     if rounds <= 1:
@@ -283,7 +283,7 @@ def _schedules(rounds: int) -> tuple[tuple[tuple[int, int], ...], ...]:
             if step:
                 plan.append((m, step))
                 m = int(left[m, step - 1])
-        if not plan or n[m0] * single[m0] + _STAGE_COST <= cost[m0]:
+        if n[m0] * single[m0] + _STAGE_COST <= cost[m0]:  # (always so with no earlier stage: single <= last)
             out.append(((m0, int(single[m0])),))
         else:
             out.append((*plan, (m, int(last[m]))))
