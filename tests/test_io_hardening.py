@@ -284,3 +284,19 @@ def test_cli_errors_name_parameters_as_flags_library_does_not(tmp_path: Path) ->
     with pytest.raises(InvalidParameterError) as info:
         transform_file(src, tmp_path / "o.csv", ident, columns=["body"])
     assert info.value.name == "column" and "--" not in str(info.value)
+
+
+def test_folder_or_nameless_input_says_what_is_wrong(
+    emb_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A folder is a data error (exit 3) naming it; a name with no known suffix asks for --format (exit 2)."""
+    folder, nameless, dst = tmp_path / "notes", tmp_path / "notes2", tmp_path / "out.txt"
+    folder.mkdir()
+    nameless.write_text(f"{SECRET} game\n", encoding="utf-8")
+    rc, out, err = run(["privatize", str(folder), "-o", str(dst), *base(emb_dir)], capsys)
+    assert rc == 3 and "is a folder, not a file" in err and "Traceback" not in err
+    rc, out, err = run(["privatize", str(nameless), "-o", str(dst), *base(emb_dir)], capsys)
+    assert rc == 2 and "--format is needed" in err and "None" not in err and SECRET not in err + out
+    assert not dst.exists() and no_partials(tmp_path)
+    with pytest.raises(DataError, match="is a folder"):
+        transform_file(folder, dst, ident)

@@ -27,7 +27,9 @@ class InvalidParameterError(DeniableError, ValueError):
         self.name = name
         self.value = value
         self.allowed = allowed
-        super().__init__(f"{name}={value!r} is not valid: {allowed}")
+        # None is how a caller (or a flag) leaves a value out: say it is needed, not "=None"
+        problem = f"{name} is needed" if value is None else f"{name}={value!r} is not valid"
+        super().__init__(f"{problem}: {allowed}")
 
 
 class DataError(DeniableError, ValueError):

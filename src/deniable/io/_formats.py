@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .._errors import InvalidParameterError
+from .._errors import DataError, InvalidParameterError
 
 FORMATS = ("txt", "csv", "tsv", "jsonl", "parquet")
 
@@ -48,6 +48,8 @@ def detect_format(path: str | Path, format: str | None = None) -> str:
     _, fmt = suffix_format(path)
     if fmt is not None:
         return fmt
+    if Path(path).is_dir():
+        raise DataError(f"input {path} is a folder, not a file")
     raise InvalidParameterError(
         "format", None, f"could not guess it from the name {Path(path).name!r}; pass one of " + ", ".join(FORMATS)
     )
