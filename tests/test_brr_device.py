@@ -117,6 +117,13 @@ def test_cli_export_device_then_privatize_from_the_artefact_alone(
     err = capsys.readouterr().err
     assert code == 0, err
     assert "device artefact" in err and "smaller" in err and "18 words" in err
+    assert "float hnsw index: not built" in err
+    assert run_app(["prepare", "-q", "-m", "madlib", "--index", "hnsw", "--embedding", str(src)]) == 0, (
+        capsys.readouterr().err
+    )
+    assert run_app(export) == 0
+    err = capsys.readouterr().err
+    assert "float embedding + hnsw index" in err and "not built" not in err  # the prepared index is found
     # remove the float embedding: the artefact must be enough
     for p in src.iterdir():
         p.unlink()

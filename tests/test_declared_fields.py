@@ -46,7 +46,8 @@ def test_int_field_checks_declared_bounds() -> None:
         _Bounded(size=1)
     with pytest.raises(InvalidParameterError, match="top=0"):
         _Bounded(top=0)
-    with pytest.raises(InvalidParameterError, match="size is needed: an integer >= 2"):  # None only where it is the default
+    # None only where it is the default
+    with pytest.raises(InvalidParameterError, match="size is needed: an integer >= 2"):
         _Bounded(size=None)  # type: ignore[arg-type]
     with pytest.raises(InvalidParameterError, match="size=True"):
         _Bounded(size=True)

@@ -26,15 +26,17 @@ def float_sizes(embedding: object) -> dict[str, int | None]:
     """Bytes of what the float mechanisms need: the float32 matrix, the word list, the indexes.
 
     ``flat index`` is the faiss ``IndexFlatL2`` (a copy of the matrix); ``exact index`` is the
-    numpy exact decode's augmented copy ``[-2y, |y|^2]``; ``hnsw index`` is the cached
-    HNSW file (``None`` when it has not been built).
+    numpy exact decode's augmented copy ``[-2y, |y|^2]``; ``hnsw index`` is the prepared
+    HNSW artefact's file (``None`` when it has not been built).
     """
+    from ..artefacts import artefact_path
     from ..embedding import Embedding
+    from ..index.faiss_index import HNSW_FILE, HNSW_KIND, hnsw_artefact_params
 
     assert isinstance(embedding, Embedding)
     v, n = embedding.size, embedding.dim
     words = sum(len(w.encode("utf-8")) + 1 for w in embedding._words)
-    hnsw = embedding.cache_path("hnsw-m32-efc100.faiss")
+    hnsw = artefact_path(embedding, HNSW_KIND, hnsw_artefact_params()) / HNSW_FILE
     return {
         "float vectors": v * n * 4,
         "words": words,
