@@ -20,6 +20,8 @@ Offers (``--offers``, comma separated):
 - ``tem``: TEM at ``--epsilon`` from prepared tables (minutes to prepare for the whole
   vocabulary on a fresh cache).
 
+Needs the service and httpx: ``python3 -m pip install -e '.[dev]'``.
+
 Usage::
 
     python bench/bench_service.py --offers default,default-unpadded,madlib-exact-unpadded --clients 1,8
@@ -40,8 +42,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
+
+try:
+    import httpx
+except ImportError:  # pragma: no cover - a bench, run by hand
+    sys.exit("bench_service.py needs httpx (and the service): python3 -m pip install -e '.[dev]'")
 
 ROOT = Path(__file__).resolve().parents[1]
 REQUESTS = {

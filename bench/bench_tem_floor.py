@@ -212,6 +212,8 @@ def one_epsilon(  # type: ignore[no-untyped-def]
     voc = mass(mech, vocabulary, cum)[2:]
     c = cum[sample, -1] / z  # the limit's table as the envelope
     envelope = token_totals(mech, sample)  # TEM's own envelope totals (prepared at this epsilon), or None
+    if mech._prepared.totals is None:  # a memo of the plain envelope instead: not TEM's envelope after prepare
+        raise SystemExit(f"eps {eps:g}: TEM's envelope is not prepared; run `deniable prepare -m tem -e {eps:g}` first")
     c_tem = np.full(z.size, np.nan) if envelope is None else np.where(envelope > 0, envelope / z, np.nan)
     print(f"eps {eps:g}: exact mass of {sample.size} tokens in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     mass_row: dict[str, object] = {
