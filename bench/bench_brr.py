@@ -1,4 +1,4 @@
-"""Benchmark: BRR (256-bit codes) vs the multivariate Laplace mechanism on the 400k-word GloVe 50-d vocabulary.
+"""Benchmark: BRR (256-bit codes) vs the multivariate Laplace mechanism on GloVe 6B 50-d (336,158 words).
 
 Each configuration runs in its own subprocess (so peak RSS is its own): tokens/s of
 ``privatize`` on real IMDb tokens, the time to build / load what it needs, and the size

@@ -119,7 +119,7 @@ def main() -> None:
                 add_row(
                     rows,
                     {
-                        "V": vocab,
+                        "V": emb.size,
                         "eps": eps,
                         "gamma": float(mech.gamma),  # type: ignore[arg-type]
                         "distinct": int(distinct.size),
