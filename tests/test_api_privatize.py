@@ -55,6 +55,8 @@ def test_bad_input_names_the_parameter(emb_dir):
         deniable.privatize([1, 2], epsilon=1, embedding=str(emb_dir))
     with pytest.raises(InvalidParameterError, match="texts"):
         deniable.privatize({"a": "b"}, epsilon=1, embedding=str(emb_dir))
+    with pytest.raises(InvalidParameterError, match="texts='bytes'"):  # not read as a list of ints
+        deniable.privatize(b"the game", epsilon=1, embedding=str(emb_dir))
     with pytest.raises(InvalidParameterError, match="target"):
         deniable.privatize(["x"], epsilon="auto", embedding=str(emb_dir))
 

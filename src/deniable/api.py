@@ -606,7 +606,7 @@ def _as_values(texts: Any, column: str | Sequence[str] | None) -> tuple[list[str
         raise InvalidParameterError("column", column, "None unless texts is a pandas DataFrame")
     if kind == "pandas.Series":
         return _checked(texts.tolist(), "texts"), lambda out: _series_like(texts, out)
-    if isinstance(texts, Mapping) or not hasattr(texts, "__iter__"):
+    if isinstance(texts, (Mapping, bytes, bytearray)) or not hasattr(texts, "__iter__"):
         raise InvalidParameterError(
             "texts", type(texts).__name__, "a str, a list of str, a pandas Series or a DataFrame with column="
         )
