@@ -107,7 +107,9 @@ def test_cli_compare(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     assert run_app(args) == 0
     out = capsys.readouterr().out
     assert "R = P_dA / P_dB" in out and "madlib epsilon 10 <-> brr epsilon" in out
+    capsys.readouterr()
     assert run_app(["compare", "-a", "madlib", "-b", "nope"]) == 2
+    assert "--mechanism-b=" in capsys.readouterr().err  # the flag that was given, not --mechanism
     assert run_app(["compare", "-a", "madlib", "-b", "brr", "--pairs", "1"]) == 2
 
 

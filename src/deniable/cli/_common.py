@@ -423,14 +423,14 @@ def build_mechanism(mechanism: str, embedding: Any, epsilon: float, flags: Mecha
     return make_mechanism(mechanism, embedding, epsilon, **options)
 
 
-def check_mechanism_name(mechanism: str) -> str:
-    """Fail fast (before loading an embedding) on an unknown ``--mechanism``."""
+def check_mechanism_name(mechanism: str, flag: str = "--mechanism") -> str:
+    """Fail fast (before loading an embedding) on an unknown mechanism given by ``flag``."""
     from ..mechanisms import mechanism_class
 
     try:
         mechanism_class(mechanism)
     except InvalidParameterError as exc:
-        raise InvalidParameterError("--mechanism", exc.value, exc.allowed) from None
+        raise InvalidParameterError(flag, exc.value, exc.allowed) from None
     return mechanism
 
 

@@ -95,7 +95,7 @@ def compare_cmd(
     from ..calibrate.compare import privacy_ratio
     from ..mechanisms import make_mechanism
 
-    names = [check_mechanism_name(mechanism_a), check_mechanism_name(mechanism_b)]
+    names = [check_mechanism_name(mechanism_a, "--mechanism-a"), check_mechanism_name(mechanism_b, "--mechanism-b")]
     for option, name in zip(("--mechanism-a", "--mechanism-b"), names, strict=True):
         check_metric_guarantee(option, name)
     options = mechanism_flags.for_mechanisms(names)
