@@ -89,3 +89,5 @@ def test_cli_release_keeps_a_row_for_every_record(tmp_path: Path, capsys: pytest
     np.testing.assert_array_equal(rel.matrix.toarray(), [[2, 0, 0], [0, 0, 0], [0, 0, 0], [0, 1, 1]])
     code = run_app(["bow", "privatize", str(src), "-o", str(tmp_path / "x"), "-e", "1", "--vocabulary", str(vocab)])
     assert code == 2 and "--column" in capsys.readouterr().err  # a jsonl input needs its text column
+    code = run_app(["bow", "privatize", str(src), "-c", "nope", "-o", str(tmp_path / "y"), "-e", "1"])
+    assert code == 2 and "--column='nope'" in capsys.readouterr().err  # the subcommand's flag, not "column="

@@ -438,11 +438,15 @@ def flag_names(argv: list[str]) -> dict[str, str]:
     """Library parameter name -> the flag (or argument) of the command in ``argv`` that sets it."""
     out: dict[str, str] = {}
     try:
-        commands = getattr(typer.main.get_command(app), "commands", {})
-        cmd = commands.get(argv[0]) if argv else None
+        root = cmd = typer.main.get_command(app)
+        for token in argv:  # down through groups: `bow privatize` is the command privatize of the group bow
+            sub = getattr(cmd, "commands", {}).get(token)
+            if sub is None:
+                break
+            cmd = sub
     except Exception:  # noqa: BLE001 - only used to word an error message
         return out
-    if cmd is None:
+    if cmd is root:
         return out
     for flag in generated_flags().values():
         for opt in flag.per_mechanism.values():
