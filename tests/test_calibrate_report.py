@@ -58,6 +58,7 @@ def test_cli_calibrate_report(emb_dir: Path, tmp_path: Path, capsys: pytest.Capt
     out = capsys.readouterr()
     assert code == 0, out.err
     assert "N_w mean" in out.out and "monotone" in out.out
+    assert "H (bits) median" in out.out  # piped: the table is not cut to 80 columns
     assert "1 example word(s) not in the vocabulary" in out.err and "notaword" not in out.err
     html = (rep / "index.html").read_text()
     assert "hockey" in html and "Embedding geometry" in html

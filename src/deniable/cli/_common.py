@@ -42,6 +42,13 @@ app = typer.Typer(
 # soft_wrap: an error is one line, also when stderr is a file or a pipe (no wrap at 80 columns).
 err = Console(stderr=True, soft_wrap=True)
 
+
+def stdout_console() -> Console:
+    """A console for tables on stdout: the terminal's width, or 200 columns when piped (rich would cut at 80)."""
+    out = Console()
+    return out if out.is_terminal else Console(width=200)
+
+
 EXIT_INTERNAL = 1
 EXIT_USAGE = 2
 EXIT_DATA = 3

@@ -19,6 +19,7 @@ from ._common import (
     mechanism_command,
     parse_floats,
     seeded,
+    stdout_console,
 )
 
 if TYPE_CHECKING:
@@ -166,11 +167,10 @@ def _words_arg(words: str) -> int | None:
 
 def _print_table(mechanism: str, vocabulary_size: int, choice: EpsilonChoice) -> None:
     """The statistics per epsilon as a table on stdout, and the choice."""
-    from rich.console import Console
     from rich.table import Table
 
     stats = [e.stats for e in choice.evaluations]
-    out = Console()
+    out = stdout_console()
     table = Table(title=f"{mechanism}: plausible deniability over {len(stats[0]):,} of {vocabulary_size:,} words")
     for col in ("epsilon", "N_w mean", "N_w max", "S_w mean", "S_w min", "eta-support min", "H (bits) median", "s"):
         table.add_column(col, justify="right")

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ._common import app
+from ._common import app, stdout_console
 
 
 @app.command("mechanisms")
@@ -20,7 +20,6 @@ def mechanisms_cmd(
     registry. Mechanisms whose guarantee is not metric DP are marked; the service offers
     them only with allow_non_metric = true.
     """
-    from rich.console import Console
     from rich.table import Table
 
     from ..mechanisms.registry import catalogue
@@ -44,10 +43,7 @@ def mechanisms_cmd(
             f"{r['summary']} ({r['paper']})",
             r["page"],
         )
-    console = Console()
-    if not console.is_terminal:  # piped: wide enough for the table (rich would assume 80 columns)
-        console = Console(width=200)
-    console.print(table)
+    stdout_console().print(table)
 
 
 def mechanism_flag_help(lead: str = "") -> str:
