@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ._common import app
+from ._common import app, err
 
 
 def _flatten(data: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
@@ -87,7 +87,6 @@ def inspect_manifest_cmd(
                 ", ".join(e.mechanisms),
             )
         out.print(table)
-        err = Console(stderr=True, soft_wrap=True)
         for w in warnings:
             err.print(f"[yellow]warning: {w}[/]", highlight=False)
     if over:
