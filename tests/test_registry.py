@@ -222,6 +222,8 @@ def test_every_builtin_declares_its_constructor_options() -> None:
     fixed = {("santext", "metric"), ("santext_plus", "metric")}
     for name in mechanism_names():
         cls = mechanism_class(name)
+        if not cls.__module__.startswith("deniable."):
+            continue  # a test's own mechanism, registered for the time of that test
         fields = {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
         keywords = {n for n in fields if (name, n) not in fixed} - {"embedding", "epsilon"}
         assert {o.name for o in options_of(name)} == keywords, name
