@@ -120,6 +120,11 @@ def one_proposal(vectors: np.ndarray, tokens: np.ndarray, a: float, rng: np.rand
     return int(accepted.size)
 
 
+def token_cost(c: np.ndarray, q: np.ndarray, t: dict[str, float]) -> np.ndarray:
+    """Seconds a token at the least: ``c`` rounds of the cheaper table draw, ``c - 1 + q`` of them a proposal more."""
+    return c * min(t["scan"], t["search"]) + (c - 1.0 + q) * t["proposal"]
+
+
 def ceiling(c: np.ndarray, q: np.ndarray, t: dict[str, float], worst: bool) -> str:
     """``TEM / limit`` at most, against each form: a token makes ``c`` rounds, ``c - 1 + q`` of them outside.
 
@@ -127,7 +132,7 @@ def ceiling(c: np.ndarray, q: np.ndarray, t: dict[str, float], worst: bool) -> s
     least the cheaper form's draw, an outside one a proposal more; the tokens' mean cost
     (``worst``: the costliest token's, which a history-free sampler pays for every token).
     """
-    cost = c * min(t["scan"], t["search"]) + (c - 1.0 + q) * t["proposal"]
+    cost = token_cost(c, q, t)
     per_token = float(cost.max() if worst else cost.mean())
     return " / ".join(f"{t[form] / per_token:.2f}" for form in ("scan", "search"))
 
@@ -151,10 +156,7 @@ def larger_k(  # noqa: PLR0913 - the two samples' arrays and the idle timings
     average; its disk is the vocabulary sample's mean ``k``.
     """
 
-    def cost(q: np.ndarray, c: np.ndarray) -> np.ndarray:
-        return c * min(t["scan"], t["search"]) + (c - 1.0 + q) * t["proposal"]
-
-    tok_cost, voc_cost = cost(*tok), cost(*voc)
+    tok_cost, voc_cost = token_cost(tok[1], tok[0], t), token_cost(voc[1], voc[0], t)
     rows: list[dict[str, object]] = []
     for j, k in enumerate(LARGER_K):
         if k >= v:
@@ -175,8 +177,8 @@ def larger_k(  # noqa: PLR0913 - the two samples' arrays and the idle timings
         )
     grid = np.array([k for k in LARGER_K if k < v] + [v])
 
-    def needed(c: np.ndarray) -> np.ndarray:
-        meets = t["scan"] / c[:, : grid.size - 1] >= target
+    def needed(cost: np.ndarray) -> np.ndarray:
+        meets = t["scan"] / cost[:, : grid.size - 1] >= target
         return np.where(meets.any(axis=1), grid[np.argmax(meets, axis=1)], v)
 
     k_tok, k_voc = needed(tok_cost), needed(voc_cost)
