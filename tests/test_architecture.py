@@ -4,6 +4,8 @@
   bow, ...: every module outside the rooms below) never imports the rooms built on top of
   it: experiments, the command line, the service or the engine integrations. A user
   importing ``deniable`` to privatize text meets the library first.
+- Inside the library, imports point down the layers of :data:`LAYERS` (a room imports its own
+  layer or lower ones), with the one documented exception of :data:`UPWARD`.
 - No import circles: the module import graph (every ``import``, lazy ones inside functions
   included, ``TYPE_CHECKING`` blocks excluded, plus the lazy-export tables ``_LAZY`` of the
   package facades) has no cycle.
@@ -22,6 +24,24 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "deniable"
 
 #: Rooms built on the library; the library may not import them.
 UPPER = ("experiments", "cli", "service", "integrations", "spark", "sklearn")
+#: The library's rooms from the bottom up (docs/architecture.md, "What each room may import"):
+#: a module imports rooms of its own layer or of lower ones only.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("_errors", "_version"),
+    ("_validation", "_random", "_progress", "_cache", "_padding", "io"),  # io: files and records only
+    ("text",),
+    ("embedding",),  # vocabularies, float embeddings, the BRR device vocabulary (_codes), loaders
+    ("metrics", "artefacts"),
+    ("binarize", "index"),
+    ("mechanisms",),
+    ("calibrate", "bow"),
+    ("preparation", "privatizer", "report"),
+    ("api",),
+)
+#: (module, room above it it may import, why): the documented exceptions.
+UPWARD: tuple[tuple[str, str, str], ...] = (
+    ("deniable.mechanisms._factory", "calibrate", 'make_mechanism resolves epsilon="auto" (lazy import)'),
+)
 #: The longest source file and function body (from the first statement after the docstring).
 MAX_FILE_LINES = 800
 MAX_BODY_LINES = 120
@@ -165,6 +185,36 @@ def test_the_checker_sees_relative_imports() -> None:
     harness = SRC / "experiments" / "harness.py"
     assert "deniable.privatizer" in _imports(harness)
     assert _room("deniable.experiments.harness") in UPPER
+
+
+def _upward(module: str, imports: set[str]) -> list[str]:
+    """The imports of ``module`` that reach a higher layer than its own (less the :data:`UPWARD` exceptions)."""
+    rank = {room: i for i, layer in enumerate(LAYERS) for room in layer}
+    own = rank[_room(module)]
+    allowed = {room for mod, room, _ in UPWARD if mod == module}
+    return sorted(m for m in imports if rank.get(_room(m), -1) > own and _room(m) not in allowed)
+
+
+def test_every_library_room_has_a_layer() -> None:
+    rooms = {_room(name) for name in _modules() if name != "deniable"} - set(UPPER)
+    layered = {room for layer in LAYERS for room in layer}
+    assert rooms <= layered, f"rooms without a layer in LAYERS: {sorted(rooms - layered)}"
+
+
+@pytest.mark.parametrize("path", _library_files(), ids=lambda p: str(p.relative_to(SRC)))
+def test_library_imports_point_down_the_layers(path: Path) -> None:
+    bad = _upward(_module_name(path), _imports(path))
+    assert not bad, f"{path.relative_to(SRC)} (layer of {_room(_module_name(path))}) imports higher rooms: {bad}"
+
+
+def test_the_layer_checker_sees_a_lower_room_importing_a_higher_one() -> None:
+    # it must be able to fail: the loaders once imported binarize.device (issue 40), a lazy import
+    loaders = "deniable.embedding._loaders"
+    assert _upward(loaders, {"deniable.binarize.device", "deniable.binarize.device.load_device_artefact"})
+    assert _upward("deniable.text", {"deniable.embedding"}) == ["deniable.embedding"]
+    assert not _upward(loaders, {"deniable.embedding._codes", "deniable.text", "deniable._cache"})
+    assert not _upward("deniable.mechanisms._factory", {"deniable.calibrate.table"})  # the documented exception
+    assert _upward("deniable.mechanisms.brr", {"deniable.calibrate.table"})  # only there
 
 
 def test_no_import_circles() -> None:

@@ -297,3 +297,54 @@ def test_evaluate_seeds_must_be_consecutive(tmp_path: Path) -> None:
     pytest.importorskip("sklearn")
     code = run_app(["bow", "evaluate", "-o", str(tmp_path / "o"), "--data-dir", str(tmp_path), "--seeds", "0,5"])
     assert code != 0 and not (tmp_path / "o").exists()
+
+
+# -- SynTF from `bow privatize` (issue 40: it was reachable only from `bow evaluate`) -----------------
+
+
+@pytest.mark.parametrize("neighbours", [None, "2"])
+def test_privatize_offers_syntf(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], neighbours: str | None
+) -> None:
+    extra = ["-e", "2", "--mechanism", "syntf", "--syntf-length", "7"]
+    if neighbours is not None:
+        extra += ["--syntf-neighbours", neighbours, "--embedding", str(files["emb"])]
+    release, err = privatized(files, capsys, "txt", tmp_path / "syn", *extra)
+    vocab = files["vocab"].read_text(encoding="utf-8").split()
+    assert release.shape == (len(TEXTS), len(vocab))  # one row per record, one column per word (no bins)
+    assert np.asarray(release.matrix.sum(axis=1)).ravel().tolist() == [7] * len(TEXTS)
+    assert release.params["mechanism"] == "syntf" and release.params["length"] == 7
+    assert release.params["similarity"] == (
+        "identity" if neighbours is None else "public: 2 nearest embedding neighbours"
+    )
+    assert SECRET not in err and SECRET not in json.dumps(release.params)
+
+
+def test_syntf_is_declared_with_the_option_type_of_every_mechanism() -> None:
+    from deniable.bow.files import RELEASES
+    from deniable.bow.syntf import SynTF
+    from deniable.mechanisms import Option
+
+    assert set(RELEASES) == {"lplp", "syntf"} and RELEASES["syntf"] is SynTF.options
+    assert all(isinstance(o, Option) and o.high is not None for o in SynTF.options)
+    with pytest.raises(InvalidParameterError, match="length"):
+        SynTF(1.0, 100_001)  # the declared bound, in the constructor too
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--syntf-length", "5"], "--syntf-length"),  # a SynTF flag with LPLP: refused, not ignored
+        (["-m", "syntf", "-N", "3"], "--precision"),  # an LPLP flag with SynTF
+        (["-m", "syntf", "--group", "2"], "--group"),
+        (["-m", "syntf", "--syntf-length", "0"], "--syntf-length"),
+        (["-m", "syntf", "--syntf-neighbours", "5000"], "--syntf-neighbours"),
+        (["-m", "nope"], "--mechanism"),
+    ],
+)
+def test_privatize_refuses_the_other_release_s_flags(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], needle: str
+) -> None:
+    got, _, err = run_cli(privatize_args(files, "txt", tmp_path / "o", "-e", "1", "-q", *extra), capsys)
+    assert got == 2 and needle in err and SECRET not in err
+    assert not (tmp_path / "o").exists()

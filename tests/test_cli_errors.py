@@ -7,6 +7,7 @@ import errno
 import gzip
 import logging
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -209,3 +210,92 @@ def test_the_cli_announces_a_long_build_off_a_terminal(
     assert code == 0 and "building the prepared artefact tem-knn" in err
     code, _, err = run(["prepare", "--embedding", str(emb_dir), "-q"], capsys)  # prepared: nothing to say
     assert code == 0 and err == ""
+
+
+# -- issue 40: deep JSON, closed standard streams, -o "", a closed pipe ---------------------------
+_CLI = [sys.executable, "-c", "from deniable.cli import main; main()"]
+
+
+@pytest.mark.parametrize("depth", [sys.getrecursionlimit() - 40, sys.getrecursionlimit(), 100_000])
+def test_deeply_nested_jsonl_is_a_data_error_naming_the_line(
+    tmp_path: Path, emb_dir: Path, capsys: pytest.CaptureFixture[str], depth: int
+) -> None:
+    """Before: 100,000 nested arrays were exit 1 (RecursionError). Near the parser's limit either way is clean."""
+    from deniable import DataError
+    from deniable.io import read_table
+
+    src, dst = tmp_path / "in.jsonl", tmp_path / "o.jsonl"
+    deep = "[" * depth + "]" * depth
+    src.write_text(f'{{"text": "hockey {SECRET}"}}\n{{"text": "nasa", "x": {deep}}}\n', encoding="utf-8")
+    code, out, err = run([*_args(src, dst, emb_dir), "-c", "text"], capsys)
+    assert code in (0, 3) and "Traceback" not in err and "internal" not in err and SECRET not in err + out
+    if depth == 100_000:
+        assert code == 3 and "line 2: arrays or objects nested too deeply" in err
+        with pytest.raises(DataError, match="line 2: arrays or objects nested too deeply"):
+            read_table(src, columns=["text"])
+    if code:
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
+
+
+@pytest.mark.parametrize("output", ["", ".", "..", "sub/"])
+def test_an_output_that_names_no_file_is_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, emb_dir: Path, capsys: pytest.CaptureFixture[str], output: str
+) -> None:
+    """Before: -o "" was 'device or resource busy: .' after loading everything."""
+    (tmp_path / "sub").mkdir()
+    src = tmp_path / "in.txt"
+    src.write_text("hockey\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(["privatize", "in.txt", "-o", output, "-e", "5", "--embedding", str(emb_dir), "-q"], capsys)
+    assert code == 2 and f"--output={output!r} is not valid: a file name, or - for standard output" in err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["in.txt", "sub"]
+
+
+@pytest.mark.parametrize("stream", ["stdin", "stdout"])
+def test_a_closed_standard_stream_is_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, emb_dir: Path, capsys: pytest.CaptureFixture[str], stream: str
+) -> None:
+    """Before: `deniable privatize - -o out.txt <&-` was exit 1 (AttributeError). Python sets a closed one to None."""
+    src, dst = tmp_path / "in.txt", tmp_path / "o.txt"
+    src.write_text("hockey\n", encoding="utf-8")
+    monkeypatch.setattr(sys, stream, None)
+    args = ["-", "-o", str(dst)] if stream == "stdin" else [str(src), "-o", "-"]
+    code, _, err = run(["privatize", *args, "-e", "5", "--embedding", str(emb_dir), "-q"], capsys)
+    flag = "INPUT" if stream == "stdin" else "--output"
+    assert code == 2 and f"{flag}='-' is not valid" in err and f"standard {stream[3:]}put open (it is closed)" in err
+    assert not dst.exists()
+
+
+def test_a_closed_stdin_in_a_real_process(tmp_path: Path, emb_dir: Path) -> None:
+    dst = tmp_path / "o.txt"
+    args = ["privatize", "-", "-o", str(dst), "-e", "8", "--embedding", str(emb_dir), "-q"]
+    proc = subprocess.run(["sh", "-c", 'exec "$@" <&-', "sh", *_CLI, *args], capture_output=True, timeout=300)
+    assert proc.returncode == 2 and b"standard input open (it is closed)" in proc.stderr, proc.stderr
+    assert not dst.exists()
+
+
+def test_a_closed_pipe_stops_quietly_with_141(tmp_path: Path, emb_dir: Path) -> None:
+    """Before: `deniable privatize big.txt -o - | head -c 10` ended with exit 1 and no message.
+    Now: no message and 141 (128 + SIGPIPE), as a Unix tool stopped by a closed pipe."""
+    src = tmp_path / "big.txt"
+    src.write_text("hockey puck goal the game was great\n" * 40_000, encoding="utf-8")
+    args = ["privatize", str(src), "-o", "-", "-e", "8", "--embedding", str(emb_dir), "-q"]
+    proc = subprocess.Popen([*_CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    head = proc.stdout.read(10)
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=300) == 141 and len(head) == 10
+    assert err == b""  # no traceback, no "Exception ignored" from the flush at exit
+
+
+def test_a_broken_pipe_in_process(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, emb_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import deniable.api
+
+    monkeypatch.setattr(deniable.api, "privatize_file", _raiser(BrokenPipeError(errno.EPIPE, "Broken pipe")))
+    src = tmp_path / "in.txt"
+    src.write_text("hockey\n", encoding="utf-8")
+    code, _, err = run(_args(src, tmp_path / "o.txt", emb_dir), capsys)
+    assert code == 141 and err == ""

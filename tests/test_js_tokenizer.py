@@ -17,7 +17,7 @@ import pytest
 from _device_helpers import Harness
 from conftest import SHARED_DATA
 from deniable import Embedding
-from deniable.text import split
+from deniable.text import lookup_key, split
 
 #: Pieces the generated texts are made of (a word or a separator each, or parts of one).
 ALPHABET = [
@@ -26,7 +26,9 @@ ALPHABET = [
     "e\u0301",
     "a\u0308",
     "n\u0303",
-    "\u0301",  # combining marks (not word characters in Python)
+    "\u0301",  # combining marks (inside a word after a letter or digit, else a separator)
+    "i\u0308",
+    "नमस्ते",  # Devanagari: vowel signs (Mc) and a virama (Mn) inside the word
     *"日本語中文한국어ひらがなカタカナ〇一二",  # CJK, Hangul, kana, CJK numerals
     "😀",
     "👍🏽",
@@ -113,8 +115,8 @@ def test_a_known_split(js: Harness) -> None:
         "",
         "Café",
         " ",
-        "e",
-        "\u0301 ",
+        "e\u0301",
+        " ",
         "snake",
         "_",
         "case",
@@ -131,6 +133,12 @@ def test_a_known_split(js: Harness) -> None:
 def test_case_folding_matches_python(js: Harness) -> None:
     tokens = [t for text in generated(2000, seed=3) for t in split(text)[1::2]]
     assert js("lower", tokens=tokens)["lower"] == [t.lower() for t in tokens]
+
+
+def test_lookup_keys_match_python(js: Harness) -> None:
+    # NFC after case folding: a decomposed accent is the same word as the composed one
+    tokens = [t for text in generated(2000, seed=5) for t in split(text)[1::2]] + ["NAI\u0308VE", "nai\u0308ve"]
+    assert js("key", tokens=tokens)["keys"] == [lookup_key(t, True) for t in tokens]
 
 
 def test_sentence_case_matches_the_tokenizer(js: Harness) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -98,3 +100,113 @@ def test_mapping_is_cached_on_disk_and_reused(monkeypatch: pytest.MonkeyPatch) -
     np.testing.assert_array_equal(again.output_set(3), want)
     with pytest.raises(AssertionError, match="recomputed"):
         make_mechanism("custext", emb, 1.0, k=5, cache=False).output_set(3)
+
+
+# -- bounds of k, and no cache folder left by a refused or failed build (issue 40) ----------------
+
+
+def _cache_files() -> list[str]:
+    from deniable._cache import cache_dir
+
+    return sorted(str(p.relative_to(cache_dir())) for p in cache_dir().rglob("*"))
+
+
+@pytest.mark.parametrize("k", [99_999_999_999, 257])
+def test_k_beyond_the_declared_bound_is_refused_before_any_work(k: int) -> None:
+    from deniable import InvalidParameterError
+    from deniable.mechanisms import validate_options
+    from deniable.mechanisms.custext import K_MAX, CusText
+
+    emb = random_embedding(400, seed=9)
+    before = _cache_files()
+    with pytest.raises(InvalidParameterError, match=rf"^k={k} is not valid: an integer >= 1 and <= {K_MAX}"):
+        validate_options("custext", {"k": k})
+    with pytest.raises(InvalidParameterError, match=f"k={k}"):
+        CusText(emb, 1.0, k=k)  # the constructor checks the same declaration
+    assert _cache_files() == before
+
+
+def test_k_beyond_the_vocabulary_is_refused_where_the_embedding_is_known() -> None:
+    from deniable import InvalidParameterError
+
+    emb = random_embedding(60, seed=12)
+    before = _cache_files()
+    with pytest.raises(
+        InvalidParameterError, match=r"^k=61 is not valid: .*at most the vocabulary size \(60 words here\)"
+    ):
+        make_mechanism("custext_plus", emb, 1.0, k=61)
+    assert _cache_files() == before
+    assert make_mechanism("custext", emb, 1.0, k=60).output_set(0).size == 60  # the whole vocabulary: allowed
+
+
+def test_the_cli_names_the_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from fake_mechanisms import run_cli
+
+    emb = random_embedding(50)
+    emb.save(tmp_path / "emb")
+    (tmp_path / "in.txt").write_text("w1 w2\n", encoding="utf-8")
+    args = ["privatize", str(tmp_path / "in.txt"), "-o", str(tmp_path / "out.txt"), "-e", "1", "-m", "custext"]
+    args += ["--embedding", str(tmp_path / "emb"), "--vocabulary", "all"]
+    for k, needle in (("99999999999", "<= 256"), ("51", "vocabulary size (50 words here)")):
+        before = _cache_files()
+        code, _, err = run_cli([*args, "--custext-k", k], capsys)
+        assert code == 2 and f"--custext-k={k} is not valid" in err and needle in err, err
+        assert not (tmp_path / "out.txt").exists()
+        assert not any("custext" in f for f in _cache_files() if f not in before)
+
+
+def test_a_failed_mapping_build_leaves_no_cache_folder(monkeypatch: pytest.MonkeyPatch) -> None:
+    from deniable.mechanisms import custext
+
+    emb = random_embedding(70, seed=4)
+    folder = emb.cache_path("custext")
+    mech = make_mechanism("custext", emb, 1.0, k=5)
+
+    def fail(*args: object, **kwargs: object) -> None:
+        raise MemoryError("simulated")
+
+    monkeypatch.setattr(custext, "customized_mapping", fail)
+    with pytest.raises(MemoryError):
+        mech.output_set(0)
+    assert not folder.exists()  # before: cache_path created it on the lookup, and it stayed, empty
+
+
+def test_a_failed_atomic_write_removes_the_folders_it_made(tmp_path: Path) -> None:
+    from deniable._cache import atomic_path
+
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "other").write_text("x")
+
+    def fail(tmp: Path) -> None:
+        tmp.write_bytes(b"partial")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        atomic_path(tmp_path / "a" / "b" / "artefact.npy", fail)
+    assert not (tmp_path / "a").exists()
+    with pytest.raises(OSError, match="disk full"):
+        atomic_path(tmp_path / "kept" / "artefact.npy", fail)
+    assert sorted(p.name for p in (tmp_path / "kept").iterdir()) == ["other"]  # a folder it did not make stays
+    atomic_path(tmp_path / "c" / "ok.bin", lambda p: p.write_bytes(b"1"))
+    assert (tmp_path / "c" / "ok.bin").read_bytes() == b"1"
+
+
+def test_every_integer_option_of_every_mechanism_has_an_upper_bound() -> None:
+    from deniable.mechanisms import mechanism_names, options_of
+
+    unbounded = [
+        f"{name}.{o.name}"
+        for name in mechanism_names()
+        for o in options_of(name)
+        if o.type is int and o.choices is None and o.high is None
+    ]
+    assert not unbounded, f"integer options without an upper bound: {unbounded}"
+
+
+def test_a_huge_binarizer_seed_is_refused_not_a_crash() -> None:
+    from deniable import InvalidParameterError
+    from deniable.mechanisms import validate_options
+
+    # before: accepted, then "OSError: File name too long" from the codes' cache file name
+    with pytest.raises(InvalidParameterError, match="seed"):
+        validate_options("brr", {"seed": 10**300})

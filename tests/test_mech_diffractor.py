@@ -175,3 +175,63 @@ def test_log_distribution_keeps_far_outputs_finite_and_the_audit_passes() -> Non
         assert ok.method == "exact" and not ok.violations
         twin = audit_mechanism(mech, pairs=6, claimed_epsilon=0.4, random_state=0)
         assert twin.violations
+
+
+@pytest.mark.parametrize(("eps", "cap"), [(1e-3, 6), (0.3, 8), (1.0, 50), (5.0, 3), (40.0, 10)])
+def test_two_sided_geometric_is_the_discrete_laplace_law_capped(eps: float, cap: int) -> None:
+    """Issue 40: ``D`` follows ``(1-a)/(1+a) a^|d|`` with the tails beyond ``cap`` on ``+-cap``
+    (exact after clipping); the law of the pre-issue-40 draw (each geometric capped first) does not
+    fit it where ``eps * cap`` is small."""
+    from deniable._random import seeded_generator
+    from deniable.mechanisms.diffractor import two_sided_geometric
+    from test_sampler_law import law_pvalue
+
+    a = math.exp(-eps)
+    d = np.arange(-cap, cap + 1)
+    law = (1 - a) / (1 + a) * np.exp(-eps * np.abs(d))
+    law[0] = law[-1] = a**cap / (1 + a)  # Pr[D <= -cap] = Pr[D >= cap]
+    n = 200_000
+    got = two_sided_geometric(eps, cap, n, seeded_generator(int(eps * 1000) + cap, warn=False))
+    assert got.dtype == np.int64 and got.shape == (n,)
+    counts = np.bincount(got + cap, minlength=d.size)[None, :]
+    assert law_pvalue(counts, law[None, :] / law.sum()) > 1e-6
+    if eps * cap < 1:
+        e = seeded_generator(1, warn=False).standard_exponential((2, n))
+        geo = np.floor(np.minimum(e / eps, float(cap)))
+        old = np.bincount((geo[0] - geo[1]).astype(np.int64) + cap, minlength=d.size)[None, :]
+        assert law_pvalue(old, law[None, :] / law.sum()) < 1e-6
+
+
+def test_zero_threshold_is_tanh_at_both_ends() -> None:
+    from deniable.mechanisms.diffractor import geometric_zero_threshold
+
+    for eps in (1e-12, 1e-6, 0.3, 0.999, 1.0, 3.0, 30.0, 700.0):
+        t = geometric_zero_threshold(eps)
+        assert -math.expm1(-t) == pytest.approx(math.tanh(eps / 2), rel=1e-12)
+        assert math.isfinite(t) and t > 0
+
+
+def test_tem_window_is_capped_at_the_list_and_blocked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """gamma beyond the list spans at most 2n - 1 positions, and tokens go through it in blocks
+    (memory bounded whatever gamma a client sets); neither changes the law."""
+    import deniable.mechanisms.diffractor as diffractor
+    from test_sampler_law import law_pvalue
+
+    seen: list[tuple[int, int]] = []
+    original = Diffractor._sample_window
+
+    def spy(self: Diffractor, x: np.ndarray, g: int, rng: np.random.Generator) -> np.ndarray:
+        seen.append((x.size, g))
+        return original(self, x, g, rng)
+
+    monkeypatch.setattr(Diffractor, "_sample_window", spy)
+    monkeypatch.setattr(diffractor, "_WINDOW_BLOCK", 2000)
+    emb = line_embedding(20, 2)
+    mech = Diffractor(emb, 0.3, noise="tem", gamma=100_000, index="exact", neighbours=5)
+    n = 20_000
+    counts = np.stack(
+        [np.bincount(mech.privatize(np.full(n, w), np.random.default_rng(w)), minlength=20) for w in (0, 9)]
+    )
+    assert {g for _, g in seen} == {19} and max(m for m, _ in seen) == 2000 // 39
+    law = np.stack([full(mech, w) for w in (0, 9)])
+    assert law_pvalue(counts, law) > 1e-6

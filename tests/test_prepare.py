@@ -253,6 +253,7 @@ def test_madlib_hnsw_takes_over_the_old_cache(monkeypatch: pytest.MonkeyPatch) -
     emb = make_tiny_embedding(200, 3, seed=55)
     old = HNSWIndex.build(emb.vectors)
     legacy = emb.cache_path("hnsw-m32-efc100.faiss")
+    legacy.parent.mkdir(parents=True, exist_ok=True)  # cache_path is a lookup: it creates nothing
     faiss.write_index(old.faiss_index, str(legacy))
 
     def no_build(*args: Any, **kwargs: Any) -> HNSWIndex:
@@ -541,6 +542,7 @@ def test_madlib_decode_choice_takes_over_the_old_cache(monkeypatch: pytest.Monke
     monkeypatch.setattr(tuned, "MIN_SIZE", 0)
     emb = make_tiny_embedding(300, 4, seed=65)
     key = "madlib epsilon=3.0; target=0.99; samples=2000; ladder=[64, 128, 256, 512]; hnsw m=32 efc=100"
+    emb.cache_path("decode-choices.json").parent.mkdir(parents=True, exist_ok=True)
     emb.cache_path("decode-choices.json").write_text(json.dumps({key: [256, 0.995]}))
     monkeypatch.setattr(tuned, "FlatIndex", None)  # a measurement would fail
     (_, info) = prepare(emb, ["madlib"], options={"epsilon": 3.0}, show_progress=False)

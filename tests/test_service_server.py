@@ -128,6 +128,26 @@ def test_two_workers_serve(emb_dir: Path) -> None:
         proc.wait(timeout=15)
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_busy_port_is_an_error_naming_it_before_serving(emb_dir: Path, workers: str) -> None:
+    # issue 40: "serving on ..." was printed, then the server failed to bind
+    path = emb_dir.parent / "service-busy.json"
+    path.write_text(json.dumps({"mechanisms": {"madlib": {"epsilons": [1]}}}))
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = str(busy.getsockname()[1])
+        cmd = [sys.executable, "-c", "from deniable.cli import main; main()", "serve", "--config", str(path)]
+        cmd += ["--embedding", str(emb_dir), "--port", port, "--workers", workers]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    out = done.stdout + done.stderr
+    assert done.returncode == 2, out
+    assert "--port" in out and port in out and "serving on" not in out and "Traceback" not in out
+    bad = subprocess.run([*cmd[:-4], "--host", "no-such-host.invalid"], env=env, capture_output=True, text=True)
+    assert bad.returncode == 2 and "--host" in bad.stderr and "Traceback" not in bad.stderr + bad.stdout
+
+
 def browser() -> Any:
     return chromium()
 

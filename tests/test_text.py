@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deniable import Embedding, InvalidParameterError, MultivariateLaplace, NotPrivateWarning, Privatizer
-from deniable.text import apply_case, join, split, words
+from deniable.text import apply_case, is_word, join, split, words
 from fake_mechanisms import Shift
 
 TOY_WORDS = ["hockey", "soccer", "puck", "goal", "game", "match", "nasa", "esa", "the", "great"]
@@ -29,7 +29,8 @@ def test_split_join_roundtrip(t: str) -> None:
     parts = split(t)
     assert join(parts) == t
     assert parts[1::2] == words(t)
-    assert all(p.isalnum() for p in parts[1::2])
+    assert all(is_word(p) and p[0].isalnum() for p in parts[1::2])
+    assert all(not p[:1].isalnum() for p in parts[2::2]) and all(not p[-1:].isalnum() for p in parts[:-1:2])
 
 
 @pytest.mark.parametrize(

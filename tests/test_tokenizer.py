@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deniable import Embedding, InvalidParameterError
-from deniable.text import SENTENCE_END, Tokenizer, capitalize, split, words
+from deniable.text import MARKS, SENTENCE_END, Tokenizer, capitalize, is_word, lookup_key, split, word_mask, words
 
 VOCAB = ["the", "hockey", "soccer", "nasa", "esa", "ǰ", "ß"]
 
@@ -88,7 +88,8 @@ def test_sentence_case_depends_on_separators_only(tok: Tokenizer, t: str) -> Non
 def test_sentence_case_examples(tok: Tokenizer) -> None:
     doc = tok.tokenize(["NASA. the ESA! hockey?\nthe soccer.the", '"the hockey." the'])
     assert tok.render(doc, doc.ids) == ["Nasa. The esa! Hockey?\nThe soccer.the", '"The hockey." The']
-    assert capitalize("ǰ") == "ǰ"  # its capital is J + a combining mark: two tokens
+    assert capitalize("ǰ") == "J\u030c"  # its capital is J + a combining mark: one word, looked up as ǰ
+    assert tok.tokenize(["J\u030c"]).ids.tolist() == [VOCAB.index("ǰ")]
 
 
 @pytest.mark.parametrize(
@@ -146,3 +147,48 @@ def test_render_validates(tok: Tokenizer) -> None:
         tok.render(doc, [0, 99])
     with pytest.raises(InvalidParameterError, match="case"):
         tok.render(doc, [0, 1], case="title")
+
+
+# -- combining marks and Unicode normalization (issue 40) ---------------------------------------
+
+
+def test_a_decomposed_accent_stays_inside_its_word() -> None:
+    # before: "nai\u0308ve" split into "nai" + separator "\u0308" + "ve"
+    assert words("nai\u0308ve cafe\u0301 x") == ["nai\u0308ve", "cafe\u0301", "x"]
+    assert words("na\u0308ive") == ["na\u0308ive"]
+    assert words("नमस्ते दुनिया") == ["नमस्ते", "दुनिया"]  # Devanagari vowel signs (Mc/Mn) and virama
+    assert split(" \u0301e") == [" \u0301", "e", ""]  # a word never starts with a mark
+    assert is_word("nai\u0308ve") and not is_word("\u0301e") and not is_word("a_b")
+
+
+def test_lookup_is_on_the_nfc_form() -> None:
+    emb = Embedding(["naïve", "café", "the"], np.eye(3, dtype=np.float32))
+    doc = emb.tokenizer.tokenize(["nai\u0308ve NAI\u0308VE naïve Cafe\u0301 the"])
+    assert doc.ids.tolist() == [0, 0, 0, 1, 2]
+    assert lookup_key("nai\u0308ve") == "naïve" and lookup_key("NAI\u0308VE", True) == "naïve"
+    assert lookup_key("na\u0308ive") == "n\u00e4ive"  # the issue's spelling is ä, not ï
+
+
+def test_the_restricted_vocabulary_keeps_letters_and_digits_only() -> None:
+    # an entry with a combining mark is one word for the tokenizer, but restrict_to_words keeps
+    # what it always kept (the default vocabulary's fingerprint does not move)
+    assert word_mask(["naïve", "nai\u0308ve", "a_b", ""]).tolist() == [True, False, False, False]
+
+
+def test_the_mark_class_is_every_mark_of_this_python() -> None:
+    import sys
+    import unicodedata
+
+    marks = {cp for cp in range(sys.maxunicode + 1) if unicodedata.category(chr(cp))[0] == "M"}
+    pattern = re.compile(f"[{MARKS}]")
+    found = {cp for cp in range(sys.maxunicode + 1) if not 0xD800 <= cp <= 0xDFFF and pattern.match(chr(cp))}
+    assert found == marks
+
+
+@settings(max_examples=200, deadline=None)
+@given(t=st.text(alphabet=st.characters(categories=["L", "N", "M", "Zs", "P"]), max_size=30))
+def test_nfd_and_nfc_texts_have_the_same_words(t: str) -> None:
+    import unicodedata
+
+    nfc, nfd = unicodedata.normalize("NFC", t), unicodedata.normalize("NFD", t)
+    assert [lookup_key(w) for w in words(nfd)] == [lookup_key(w) for w in words(nfc)]

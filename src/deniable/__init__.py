@@ -25,6 +25,7 @@ from ._errors import (
     InvalidParameterError,
     NotPrivateWarning,
     ResourceLimitError,
+    WeakPrivacyWarning,
 )
 from ._random import RunKey, check_random_state, secure_generator, seeded_generator
 from ._version import __version__
@@ -45,6 +46,7 @@ __all__ = [
     "ResourceLimitError",
     "RunKey",
     "TruncatedExponential",
+    "WeakPrivacyWarning",
     "__version__",
     "bow",
     "calibrate",

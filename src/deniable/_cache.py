@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["atomic_path", "cache_dir", "file_lock"]
+__all__ = ["atomic_path", "cache_dir", "file_lock", "made_folders", "remove_empty"]
 
 
 def cache_dir() -> Path:
@@ -33,14 +33,40 @@ def atomic_path(final: Path, write: Callable[[Path], None]) -> Path:
     Either the whole artefact appears at ``final`` or nothing does (the temporary is removed
     on an error or a SIGTERM / SIGHUP / SIGINT, and a killed run's stale one by the next
     run); the artefact gets the mode a plain write would give, so the cache can be shared.
+    The folders this call created for it are removed again when the write fails (a failed
+    build leaves no empty folder behind).
     """
     from .io._files import temporary_beside
 
-    final.parent.mkdir(parents=True, exist_ok=True)
-    with temporary_beside(final, suffix=".tmp") as (fd, tmp):
-        os.close(fd)
-        write(tmp)
+    created = made_folders(final.parent)
+    try:
+        with temporary_beside(final, suffix=".tmp") as (fd, tmp):
+            os.close(fd)
+            write(tmp)
+    except BaseException:
+        remove_empty(created)
+        raise
     return final
+
+
+def made_folders(folder: Path) -> list[Path]:
+    """Create ``folder`` and its missing parents; return those it created, deepest first."""
+    missing = []
+    p = folder
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    return missing
+
+
+def remove_empty(folders: list[Path]) -> None:
+    """Remove each of ``folders`` (deepest first) that is empty; stop at the first that is not."""
+    for p in folders:
+        try:
+            p.rmdir()
+        except OSError:  # not empty (another writer's file), or gone
+            return
 
 
 @contextmanager

@@ -13,6 +13,7 @@ __all__ = [
     "InvalidParameterError",
     "NotPrivateWarning",
     "ResourceLimitError",
+    "WeakPrivacyWarning",
 ]
 
 
@@ -47,3 +48,9 @@ class ResourceLimitError(DeniableError, MemoryError):
 class NotPrivateWarning(UserWarning):
     """Issued when output is not protected as the defaults protect it: reproducible (seeded), so
     not private, or released again on every recomputation (Ray without ``id_column``)."""
+
+
+class WeakPrivacyWarning(UserWarning):
+    """Issued when a setting protects little: most words of a typical text would come out unchanged
+    (the command line's ``WEAK`` line; the rule is :meth:`deniable.calibrate.table.Strength.weak`,
+    measured on public reference text only, never on the input)."""

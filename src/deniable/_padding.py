@@ -3,12 +3,17 @@
 Owns the release schedule shared by the service (every work response) and the library's
 ``Privatizer(pad_time=True)``: predictive black-box mitigation (Askarov, Zhang and Myers,
 CCS 2010). A call of public ``size`` (its number of word tokens) is released at
-``start + budget`` of its size class (half octaves); the budget starts from a calibration on
-public inputs (``margin * predicted + floor_s``), doubles on a miss (work not done by then)
-and halves again, never below its first value, after ``recover_after`` consecutive calls
-done within half of it, at most once per ``recover_s``. Release times are points of the
-schedule, which changes only on a miss or a recovery, so the latency reveals at most those
-changes, never which words, whether they were kept, or how many were distinct.
+``start + budget`` of its size class (half octaves). A class's budget is the largest of its
+own and of every smaller class's (monotone in the size); its own starts from a calibration
+on public inputs (``margin * predicted + floor_s``, its *idle* value), doubles on a miss (work
+not done by then) and is back at its idle value once ``recover_s`` have passed without a miss
+in it (issue 40: a burst or a spell of CPU contention no longer inflates a budget for good).
+So, once the misses stop, every class -- whether it gets traffic or not -- is back at its
+idle budget within ``recover_s`` of the last miss (in the service: within ``timeout_s +
+recover_s`` of the end of the load). A budget is a function of the calibration, the clock and the times
+and sizes of past misses (public load history), never of a call's words. Release times are
+points of the schedule, which changes only on a miss or a recovery, so the latency reveals
+at most those changes, never which words, whether they were kept, or how many were distinct.
 docs/threat-model.md ("Time") has the measured AUCs and what padding does not hide.
 
 May import: the standard library only.
@@ -22,7 +27,7 @@ import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
-__all__ = ["FLOOR_S", "MARGIN", "Calibration", "Timing", "class_top", "size_class", "wait_until"]
+__all__ = ["FLOOR_S", "MARGIN", "RECOVER_S", "Calibration", "Timing", "class_top", "size_class", "wait_until"]
 
 
 #: Default safety factor on the calibrated time (the calibration runs alone; requests share the CPU).
@@ -31,6 +36,8 @@ MARGIN = 2.0
 FLOOR_S = 0.004
 #: The library's final spin before a release time (see :attr:`Timing.spin_s`).
 SPIN_S = 0.0005
+#: Seconds without a miss after which a class's budget is back at its idle (calibrated) value.
+RECOVER_S = 30.0
 
 
 def size_class(size: int) -> int:
@@ -77,16 +84,14 @@ class Timing:
     #: fast the work was), a spin is not (0: sleep all the way, e.g. on a virtual clock)
     spin_s: float = SPIN_S
     calibrations: dict[Hashable, Calibration] = field(default_factory=dict)
+    #: each class's own budget (raised by its misses); :meth:`budget` is the effective one
     budgets: dict[tuple[Hashable, int], float] = field(default_factory=dict)
-    #: a class's budget may halve again (not below its first budget) after ``recover_after``
-    #: consecutive responses done within half of it, at most once per ``recover_s`` (0: never)
-    recover_s: float = 60.0
-    recover_after: int = 100
+    #: a class's own budget is back at its idle value once this many seconds passed without a
+    #: miss in it (0: never, the strict schedule: budgets only grow)
+    recover_s: float = RECOVER_S
     misses: int = 0
     recoveries: int = 0
-    _first: dict[tuple[Hashable, int], float] = field(default_factory=dict, repr=False)
     _changed: dict[tuple[Hashable, int], float] = field(default_factory=dict, repr=False)
-    _on_time: dict[tuple[Hashable, int], int] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     # -- start-up -------------------------------------------------------------------------
@@ -117,61 +122,49 @@ class Timing:
         cal = self.calibrations.get(key)
         return cal.predict(size) if cal is not None else 0.0
 
+    def idle(self, key: Hashable, size: int) -> float:
+        """The idle budget of ``size``'s class: from the calibration alone (no load history), monotone in the size."""
+        return min(self.timeout_s, self.margin * self.predict(key, class_top(size_class(size))) + self.floor_s)
+
     # -- per request ----------------------------------------------------------------------
-    def budget(self, key: Hashable, size: int) -> float:
-        """The current budget of ``size``'s class (made from the calibration on first use)."""
-        c = size_class(size)
+    def budget(self, key: Hashable, size: int, now: float | None = None) -> float:
+        """The budget of ``size``'s class at ``now`` (default: the clock): its own, or a smaller class's if larger."""
+        with self._lock:
+            return self._effective(key, size_class(size), self.clock() if now is None else now)
+
+    def _own(self, key: Hashable, c: int, now: float) -> float:
+        """Class ``c``'s own budget at ``now``: made idle on first use, idle again ``recover_s`` after its last miss."""
         found = self.budgets.get((key, c))
         if found is None:
-            found = min(self.timeout_s, self.margin * self.predict(key, class_top(c)) + self.floor_s)
-            # monotone in the class: never below a smaller class's (possibly doubled) budget
-            below = [b for (k, cc), b in self.budgets.items() if k == key and cc < c]
-            found = max([found, *below])
-            self.budgets[(key, c)] = found
-            self._first[(key, c)] = found
+            found = self.budgets[(key, c)] = self.idle(key, class_top(c))
+        elif self.recover_s > 0 and now - self._changed.get((key, c), -math.inf) >= self.recover_s:
+            idle = self.idle(key, class_top(c))
+            if found > idle:
+                found = self.budgets[(key, c)] = idle
+                self.recoveries += 1
         return found
 
+    def _effective(self, key: Hashable, c: int, now: float) -> float:
+        own = self._own(key, c, now)
+        smaller = [cc for (k, cc) in self.budgets if k == key and cc < c]
+        return max([own, *(self._own(key, cc, now) for cc in smaller)])
+
     def release_at(self, key: Hashable, size: int, start: float, done: float) -> float:
-        """The release time of work that started at ``start`` and ended at ``done`` (doubling on a miss)."""
+        """The release time of work that started at ``start`` and ended at ``done`` (doubling on a miss).
+
+        The budget is the one at ``start`` (a public time), never one chosen by when the work ended.
+        """
         with self._lock:  # one schedule, shared by the threads of a process
-            return self._release_at(key, size, start, done)
-
-    def _release_at(self, key: Hashable, size: int, start: float, done: float) -> float:
-        c = size_class(size)
-        budget = self.budget(key, size)
-        took = done - start
-        if took > budget:
-            while budget < took and budget < self.timeout_s:
-                budget = min(self.timeout_s, budget * 2)
-                self.misses += 1
-            self.budgets[(key, c)] = budget
-            for (k, cc), b in list(self.budgets.items()):  # larger classes: at least this budget
-                if k == key and cc > c and b < budget:
-                    self.budgets[(k, cc)] = budget
-            self._changed[(key, c)] = done
-            self._on_time[(key, c)] = 0
+            c = size_class(size)
+            budget = self._effective(key, c, start)
+            took = done - start
+            if took > budget:
+                while budget < took and budget < self.timeout_s:
+                    budget = min(self.timeout_s, budget * 2)
+                    self.misses += 1
+                self.budgets[(key, c)] = budget  # larger classes follow (the effective budget is monotone)
+                self._changed[(key, c)] = done
             return start + budget
-        self._recover(key, c, budget, took, done)
-        return start + budget
-
-    def _recover(self, key: Hashable, c: int, budget: float, took: float, now: float) -> None:
-        """Count an on-time response; halve the class's budget after enough of them (rate-limited)."""
-        if self.recover_s <= 0:
-            return
-        count = self._on_time.get((key, c), 0) + 1 if took <= budget / 2 else 0
-        self._on_time[(key, c)] = count
-        first = self._first.get((key, c), budget)
-        if (
-            count < self.recover_after
-            or budget <= first
-            or now - self._changed.get((key, c), -math.inf) < self.recover_s
-        ):
-            return
-        below = [b for (k, cc), b in self.budgets.items() if k == key and cc < c]
-        self.budgets[(key, c)] = max([first, budget / 2, *below])
-        self._changed[(key, c)] = now
-        self._on_time[(key, c)] = 0
-        self.recoveries += 1
 
     def wait(self, key: Hashable, size: int, start: float) -> None:
         """Block until the release time of work of ``size`` units that started at ``start`` (now done)."""

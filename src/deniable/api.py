@@ -15,14 +15,15 @@ import os
 import tempfile
 import threading
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._errors import DataError, NotPrivateWarning
+from ._errors import DataError, NotPrivateWarning, WeakPrivacyWarning
 from ._random import RandomState, RunKey
+from .io import MAX_RECORD_CHARS
 
 if TYPE_CHECKING:
     from .privatizer import Privatizer, PrivatizeStats
@@ -79,14 +80,19 @@ def run_manifest(
     extra: Mapping[str, Any] | None = None,
     run_key_id: str | None = None,
     input: str | None = None,
+    run_key_origin: str | None = None,
+    input_digest: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The manifest of a run: parameters, fingerprints, policies and counts -- never text.
 
     ``release`` is the run's entry in a privacy ledger (``deniable inspect-manifest A B
     ...`` sums them): the epsilon spent on every word of each record it covers, the
-    columns and the number of records, the input's public id (:func:`input_id`) and the
-    run key's public id (a recomputation of the same run has the same one and is not a
-    second release).
+    columns and the number of records, the input's public id (:func:`input_id`), the
+    run key's public id and origin (``os``: fresh; ``file`` / ``given``: supplied by the
+    user; ``seed``), and ``input_digest``: per column, a digest of the input keyed by the
+    run's secret (:class:`deniable._random.InputDigest`; pseudo-random without the key).
+    Two manifests are one release only when key id, parameters and input digest all match
+    (:func:`privacy_ledger`).
     """
     from ._version import __version__
 
@@ -114,6 +120,7 @@ def run_manifest(
         # how strong the setting is, from the public calibration (never from the input)
         "privacy": _privacy(privatizer),
         "seeded": seeded,
+        "run_key_origin": run_key_origin if run_key_origin is not None else ("seed" if seeded else None),
         "format": format,
         "columns": list(columns or []),
         # only what the output itself reveals (it keeps every text and its word tokens): how many
@@ -128,6 +135,8 @@ def run_manifest(
             "mechanism": mech.describe().get("mechanism", type(mech).__name__),
             "metric": mech.describe().get("metric"),
             "run_key_id": run_key_id,
+            "run_key_origin": run_key_origin if run_key_origin is not None else ("seed" if seeded else None),
+            "input_digest": dict(input_digest) if input_digest else None,
         },
         "started": started,
         "finished": finished,
@@ -222,11 +231,12 @@ def privatize_file(
     ``embedding`` and ``vocabulary`` only label the manifest (where the embedding came
     from); its fingerprint is always computed from the embedding itself.
 
-    Randomness: without ``random_state`` (and a Privatizer without one) each batch draws
-    from the stream of (the run key, its first value's position, its number of values):
+    Randomness: without ``random_state`` (and a Privatizer without one) each value draws
+    from its own stream of (the run key, its record's position, its column, its text):
     ``run_key=None`` makes a fresh key from the OS (a new, independent run); passing the
-    same key (:meth:`RunKey.hex`) again over the SAME input with the same ``batch_size``
-    reproduces the same output (re-running a failed job releases nothing new).
+    same key (:meth:`RunKey.hex`) again over the SAME input reproduces the same output,
+    whatever ``batch_size`` (re-running a failed job releases nothing new), and the
+    manifest's keyed input digest lets the ledger tell such a re-run from a new release.
     ``input_label`` names the input in the manifest's ledger entry (:func:`input_id`).
     """
     from ._random import check_random_state
@@ -243,16 +253,24 @@ def privatize_file(
             key = RunKey.check(run_key)
     started = now()
     totals = PrivatizeStats()
-    position = [0]
+    digest = key.input_digest() if key is not None else None
 
-    def fn(texts: list[str]) -> list[str]:
-        gen = rng if key is None else key.generator(0, position[0], len(texts))
-        position[0] += len(texts)
-        out, stats = privatizer.privatize_batch_with_stats(texts, gen)
+    def fn(texts: list[str], units: list[tuple[int, str]]) -> list[str]:
+        if key is None:
+            out, stats = privatizer.privatize_batch_with_stats(texts, rng)
+        else:
+            assert digest is not None
+            gens = []
+            for (pos, col), text in zip(units, texts, strict=True):
+                gens.append(key.record_generator(pos, col, text))
+                digest.add(pos, col or "(text)", text)
+            out, stats = privatizer.privatize_batch_with_stats(texts, generators=gens)
         totals.__iadd__(stats)
         return out
 
-    transform_file(src, dst, fn, columns=columns, format=format, batch_size=batch_size, show_progress=show_progress)
+    transform_file(
+        src, dst, fn, columns=columns, format=format, batch_size=batch_size, show_progress=show_progress, keyed=True
+    )
     if manifest and str(dst) != "-":
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", NotPrivateWarning)
@@ -268,6 +286,8 @@ def privatize_file(
                 seeded=random_state is not None or privatizer.random_state is not None,
                 run_key_id=key.id if key is not None else None,
                 input=input_id(src, input_label),
+                run_key_origin=key.origin if key is not None else "seed",
+                input_digest=digest.hexdigests() if digest is not None else None,
             )
         write_manifest(manifest_path(dst), m)
     return totals
@@ -305,10 +325,15 @@ def privacy_ledger(
     """Sum what the releases described by ``manifests`` spent per input and column; and warnings.
 
     Composition: a word released ``k`` times at epsilons ``e_1..e_k`` (independent noise)
-    is protected at ``e_1 + ... + e_k``, as by one release at that epsilon. Manifests with
-    the same run key id over the same input are ONE release (a recomputation, a re-run
-    with the exported key: the same noise) and are counted once. A manifest without an
-    input id (standard input, an old manifest) cannot be matched and is its own input.
+    is protected at ``e_1 + ... + e_k``, as by one release at that epsilon. The ledger never
+    undercounts: two manifests of a column are ONE release (a recomputation, a re-run with
+    the exported key: the same noise, so the same output) only when they provably are --
+    the same run key id, the same mechanism and parameters (:func:`_release_params`), and
+    the same keyed input digest of that column (the same texts at the same positions).
+    Anything else -- another batch size is the same release; a line inserted, another
+    mechanism or epsilon, a manifest without a digest (engines, old manifests, seeds) -- is
+    counted as a release of its own. A manifest without an input id (standard input
+    without --input-label) cannot be matched and is its own input.
     ``budget``: warn where a column's total exceeds it (like diffprivlib's BudgetAccountant).
     """
     groups: dict[tuple[str | None, str, int], dict[str, Any]] = {}
@@ -323,16 +348,29 @@ def privacy_ledger(
         inp = rel.get("input")
         cols = rel.get("columns", m.get("columns")) or ["(text)"]
         records = int(rel.get("records", (m.get("counts") or {}).get("texts", 0)) or 0)
-        run = rel.get("run_key_id") or f"manifest:{i}"  # no key id (seeded, old): its own release
+        key_id = rel.get("run_key_id")
+        found = rel.get("input_digest")
+        digests: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+        params = _release_params(m, eps)
         mech = rel.get("mechanism") or (m.get("mechanism") or {}).get("mechanism") or "?"
         metric = rel.get("metric") or (m.get("mechanism") or {}).get("metric") or "?"
         for col in cols:
             g = groups.setdefault(
                 (inp, col, i if inp is None else -1),
-                {"runs": {}, "records": set(), "mechs": set(), "metrics": set(), "files": []},
+                {"runs": {}, "records": set(), "mechs": set(), "metrics": set(), "files": [], "keys": {}},
             )
-            if run in g["runs"] and g["runs"][run] != float(eps):
-                warnings_.append(f"{name}: run key {run} appears with two epsilons")
+            digest = digests.get(col)
+            if key_id and isinstance(digest, str) and digest:
+                run: Any = (key_id, params, digest)  # provably the same noise on the same texts
+                seen = g["keys"].setdefault(key_id, set())
+                seen.add(run)
+                if len(seen) == 2:
+                    warnings_.append(
+                        f"{name}: run key {key_id} was used over another input or with other parameters for "
+                        f"column {col}: counted as separate releases (a run key belongs to one input)"
+                    )
+            else:
+                run = f"manifest:{i}"  # nothing proves it is another's recomputation: a release of its own
             g["runs"][run] = float(eps)
             g["records"].add(records)
             g["mechs"].add(mech)
@@ -362,6 +400,24 @@ def privacy_ledger(
         if inp is None:
             warnings_.append(f"{', '.join(g['files'])}: no input id, cannot be matched with other releases")
     return entries, warnings_
+
+
+def _release_params(manifest: Mapping[str, Any], eps: float) -> str:
+    """What the output depends on besides the key and the input: mechanism and its parameters,
+    embedding, policies (a canonical string). The decode's description is left out: the same
+    noise decoded otherwise is post-processing of one release."""
+    mech = {k: v for k, v in dict(manifest.get("mechanism") or {}).items() if k != "decode"}
+    emb = dict(manifest.get("embedding") or {})
+    fields = {
+        "mechanism": mech,
+        "epsilon": float(eps),
+        "options": manifest.get("options"),
+        "embedding": emb.get("fingerprint"),
+        "vocabulary": manifest.get("vocabulary"),
+        "oov": manifest.get("oov"),
+        "case": manifest.get("case"),
+    }
+    return json.dumps(fields, sort_keys=True, default=str)
 
 
 def input_id(src: str | Path | None, label: str | None = None) -> str | None:
@@ -461,6 +517,7 @@ def _load(
     mech = make_mechanism(mechanism, emb, epsilon, target=target, **dict(options))
     with warnings.catch_warnings():  # the caller warned already (driver, or privatize's own check)
         warnings.simplefilter("ignore", NotPrivateWarning)
+        warnings.simplefilter("ignore", WeakPrivacyWarning)
         priv = Privatizer(mech, oov=oov, case=case)
     _loads += 1
     log = os.environ.get(LOAD_LOG_ENV)
@@ -484,6 +541,7 @@ def privatize(
     target: str | None = None,
     random_state: RandomState = None,
     run_key: RunKey | str | None = None,
+    max_record_chars: int | None = MAX_RECORD_CHARS,
     **options: Any,
 ) -> Any:
     """Privatize texts in one call, with the command line's defaults.
@@ -491,8 +549,9 @@ def privatize(
     ``texts``: one str (returns a str), a list/tuple of str (returns a list), a pandas
     Series (returns a Series with the same index, name and dtype), or a pandas DataFrame
     with ``column=`` naming its text column(s) (returns a copy with those columns
-    privatized; every other column kept). Missing values (``None``, NaN, ``pd.NA``) stay
-    missing.
+    privatized; every other column kept; a chosen label that appears twice in the frame
+    is a DataError naming it, see :mod:`deniable.io`). Missing values (``None``, NaN,
+    ``pd.NA``) stay missing.
 
     ``epsilon`` is required (a number > 0, or ``"auto"`` with ``target=``, e.g.
     ``"unchanged<=0.5"``); ``mechanism`` (default ``"madlib"``) and its declared
@@ -505,14 +564,26 @@ def privatize(
     every call is a new, independent release. ``run_key=`` (a :class:`RunKey` or its
     hex) reproduces a call over the SAME texts exactly; an int ``random_state`` is
     reproducible and NOT private (warns).
+
+    A text longer than ``max_record_chars`` characters (default: the command line's limit
+    per record, :data:`deniable.io.MAX_RECORD_CHARS`, 4 Mi) is refused before any work
+    (:class:`~deniable.DataError` naming its item); pass a larger number, or ``None`` for
+    no limit. ``target=`` is given only with ``epsilon="auto"``. A setting under which
+    most words come out unchanged warns :class:`~deniable.WeakPrivacyWarning` (the
+    command line's ``WEAK``).
     """
     from ._random import check_random_state
-    from ._validation import check_choice, check_epsilon
+    from ._validation import check_choice, check_epsilon, check_int
+    from .calibrate.table import warn_if_weak
     from .mechanisms import validate_options
     from .privatizer import CASE_POLICIES, OOV_POLICIES
 
     if not (isinstance(epsilon, str) and epsilon == "auto"):
         check_epsilon(epsilon, "epsilon")
+        if target is not None:  # the command line refuses it too (--target without --epsilon auto)
+            from ._errors import InvalidParameterError
+
+            raise InvalidParameterError("target", target, 'given only with epsilon="auto"')
     elif target is None:
         from ._errors import InvalidParameterError
 
@@ -520,7 +591,10 @@ def privatize(
     check_choice("vocabulary", vocabulary, ("words", "all"))
     check_choice("oov", oov, OOV_POLICIES)
     check_choice("case", case, CASE_POLICIES)
+    if max_record_chars is not None:
+        check_int("max_record_chars", max_record_chars, minimum=1)
     opts = dict(validate_options(mechanism, dict(options)))
+    values, rebuild = _as_values(texts, column, max_record_chars)
     rng = None
     if random_state is not None:
         rng = check_random_state(random_state, stacklevel=2)
@@ -541,12 +615,18 @@ def privatize(
         case=case,
         target=target if epsilon == "auto" else None,
     )
-    values, rebuild = _as_values(texts, column)
+    warn_if_weak(priv.mechanism, stacklevel=2)  # at the caller's line; the rule and words of the CLI's WEAK
     present = [i for i, t in enumerate(values) if t is not None]
     result: list[str | None] = list(values)
     if present:
-        gen = rng if key is None else key.generator(0, 0, len(values))
-        out = priv.privatize_batch([values[i] for i in present], gen)  # type: ignore[misc]
+        chosen: list[str] = [values[i] for i in present]  # type: ignore[misc]
+        if key is None:
+            out = priv.privatize_batch(chosen, rng)
+        else:  # each text its own stream: (its row, its column, its text), as privatize_file keys them
+            names = [""] if column is None else ([column] if isinstance(column, str) else list(dict.fromkeys(column)))
+            rows = len(values) // len(names)
+            gens = [key.record_generator(i % rows, names[i // rows], t) for i, t in zip(present, chosen, strict=True)]
+            out, _ = priv.privatize_batch_with_stats(chosen, generators=gens)
         for i, text in zip(present, out, strict=True):
             result[i] = text
     return rebuild(result)
@@ -560,7 +640,7 @@ def _missing(value: Any) -> bool:
     return type(value).__name__ in ("NAType", "NaTType")
 
 
-def _checked(values: list[Any], name: str) -> list[str | None]:
+def _checked(values: list[Any], name: str, max_chars: int | None = None) -> list[str | None]:
     from ._errors import InvalidParameterError
 
     out: list[str | None] = []
@@ -568,13 +648,20 @@ def _checked(values: list[Any], name: str) -> list[str | None]:
         if _missing(v):
             out.append(None)
         elif isinstance(v, str):
+            if max_chars is not None and len(v) > max_chars:
+                raise DataError(
+                    f"{name}: item {i} is longer than max_record_chars={max_chars:,} characters "
+                    "(pass a larger max_record_chars=, or None for no limit)"
+                )
             out.append(v)
         else:
             raise InvalidParameterError(name, type(v).__name__, f"str values (item {i})")
     return out
 
 
-def _as_values(texts: Any, column: str | Sequence[str] | None) -> tuple[list[str | None], Any]:
+def _as_values(
+    texts: Any, column: str | Sequence[str] | None, max_chars: int | None = None
+) -> tuple[list[str | None], Any]:
     """The texts as one flat list, and how to put the privatized list back in the caller's shape."""
     from ._errors import InvalidParameterError
 
@@ -582,17 +669,25 @@ def _as_values(texts: Any, column: str | Sequence[str] | None) -> tuple[list[str
     if isinstance(texts, str):
         if column is not None:
             raise InvalidParameterError("column", column, "None for a str")
-        return [texts], lambda out: out[0]
+        return _checked([texts], "texts", max_chars), lambda out: out[0]
     if kind == "pandas.DataFrame":
         if column is None:
             raise InvalidParameterError("column", None, "the text column(s) of the DataFrame")
-        cols = [column] if isinstance(column, str) else list(dict.fromkeys(column))
+        # one label (a str, or e.g. the int labels of pd.DataFrame(rows)), or a list / tuple of them
+        cols = list(column) if isinstance(column, list | tuple) else [column]
+        for c in cols:
+            if not isinstance(c, Hashable) or isinstance(c, list | tuple):
+                raise InvalidParameterError("column", type(c).__name__, "a column label, or a list of them")
+        cols = list(dict.fromkeys(cols))
         for c in cols:
             if c not in texts.columns:
                 raise InvalidParameterError("column", c, "a column of the DataFrame")
+        from .io._columns import check_unique_columns
+
+        check_unique_columns(list(texts.columns), cols, "the DataFrame")  # a repeat would be released unchanged
         flat: list[str | None] = []
         for c in cols:
-            flat.extend(_checked(texts[c].tolist(), f"column {c!r}"))
+            flat.extend(_checked(texts[c].tolist(), f"column {c!r}", max_chars))
         n = len(texts)
 
         def frame(out: list[str | None]) -> Any:
@@ -605,7 +700,7 @@ def _as_values(texts: Any, column: str | Sequence[str] | None) -> tuple[list[str
     if column is not None:
         raise InvalidParameterError("column", column, "None unless texts is a pandas DataFrame")
     if kind == "pandas.Series":
-        return _checked(texts.tolist(), "texts"), lambda out: _series_like(texts, out)
+        return _checked(texts.tolist(), "texts", max_chars), lambda out: _series_like(texts, out)
     if isinstance(texts, (Mapping, bytes, bytearray)) or not hasattr(texts, "__iter__"):
         raise InvalidParameterError(
             "texts", type(texts).__name__, "a str, a list of str, a pandas Series or a DataFrame with column="
@@ -613,7 +708,7 @@ def _as_values(texts: Any, column: str | Sequence[str] | None) -> tuple[list[str
     if getattr(texts, "ndim", 1) != 1:
         raise InvalidParameterError("texts", f"an array of shape {texts.shape}", "a 1-d sequence of texts")
     items = texts.tolist() if hasattr(texts, "tolist") else list(texts)
-    return _checked(items, "texts"), lambda out: out
+    return _checked(items, "texts", max_chars), lambda out: out
 
 
 def _series_like(series: Any, values: list[str | None]) -> Any:

@@ -3,6 +3,10 @@
 The :class:`~deniable.text.Tokenizer` (``embedding.tokenizer``) does the text work
 (splitting, lookup, joining, casing, dropping); the :class:`Privatizer` decides the
 policies, calls the mechanism once per batch and counts.
+
+A keyed run gives each text its own generator (``generators=``, one per text: see
+:meth:`deniable._random.RunKey.record_generator`): a text's output then depends only on
+its own stream, never on which other texts share its batch.
 """
 
 from __future__ import annotations
@@ -21,12 +25,36 @@ from ._errors import InvalidParameterError, NotPrivateWarning
 from ._padding import Timing
 from ._random import RandomState, check_random_state
 from ._validation import check_choice
+from .mechanisms._options import Option
 from .mechanisms.base import Mechanism
 from .text import CASE_POLICIES
 
-__all__ = ["CASE_POLICIES", "OOV_POLICIES", "PrivatizeStats", "Privatizer"]
+__all__ = ["CASE_POLICIES", "OOV_POLICIES", "POLICY_OPTIONS", "PrivatizeStats", "Privatizer"]
 
 OOV_POLICIES = ("random", "drop", "keep")
+#: The policies declared as options (the registry's :class:`Option`, one place for the rule): a client
+#: of the service may set them; their ``unprotected`` values copy input outside the guarantee (warned
+#: here, operator-only in the service: :meth:`Option.offered_to_clients`).
+POLICY_OPTIONS = {
+    "oov": Option(
+        "oov",
+        str,
+        "random",
+        choices=OOV_POLICIES,
+        client=True,
+        unprotected=("keep",),
+        help="out-of-vocabulary words: random (protected), drop, or keep (NOT protected)",
+    ),
+    "case": Option(
+        "case",
+        str,
+        "sentence",
+        choices=CASE_POLICIES,
+        client=True,
+        unprotected=("keep",),
+        help="case of output words: sentence, lower, or keep (copies the input's case pattern: NOT protected)",
+    ),
+}
 #: public words in the one long text of the padding's calibration (``pad_time=True``)
 CALIBRATION_TOKENS = 256
 _PADDING_LOCK = threading.Lock()
@@ -90,6 +118,10 @@ class Privatizer:
         the first call, doubled on a miss), as the service holds its responses; the cost
         is about twice the unpadded time of a call (docs/threat-model.md, "Time").
 
+    A setting under which most words of a typical text come out unchanged warns
+    :class:`~deniable.WeakPrivacyWarning` when the Privatizer is built (the command line's
+    ``WEAK``; :func:`deniable.calibrate.table.warn_if_weak`, from public reference text).
+
     Lookups ignore case when the embedding is all lower case. For a case-sensitive
     embedding (any upper-case entry) lookup is exact, case is part of the word the
     mechanism protects, and the output is the vocabulary word as is under every
@@ -123,6 +155,9 @@ class Privatizer:
             )
         if self.random_state is not None:
             object.__setattr__(self, "_rng", check_random_state(self.random_state, stacklevel=3))
+        from .calibrate.table import warn_if_weak
+
+        warn_if_weak(self.mechanism, stacklevel=3)  # WEAK as the command line says it (public data only)
 
     def _opt_in_leaks(self) -> list[tuple[str, str]]:
         """(option, what it releases) for each explicit opt-in that copies input outside the guarantee."""
@@ -177,17 +212,36 @@ class Privatizer:
         return self._run(texts, random_state)[0]
 
     def privatize_batch_with_stats(
-        self, texts: Sequence[str], random_state: RandomState = None
+        self,
+        texts: Sequence[str],
+        random_state: RandomState = None,
+        *,
+        generators: Sequence[np.random.Generator] | None = None,
     ) -> tuple[list[str], PrivatizeStats]:
-        """Like :meth:`privatize_batch`, also returning token / OOV / changed counts."""
-        return self._run(texts, random_state)
+        """Like :meth:`privatize_batch`, also returning token / OOV / changed counts.
 
-    def _run(self, texts: Sequence[str], random_state: RandomState) -> tuple[list[str], PrivatizeStats]:
+        ``generators`` (instead of ``random_state``): one generator per text; each text's
+        words (and out-of-vocabulary replacements) draw from its own generator only
+        (:meth:`~deniable.mechanisms.Mechanism.privatize_records`).
+        """
+        if generators is not None:
+            if random_state is not None:
+                raise InvalidParameterError("random_state", "a value", "None when generators are given")
+            if len(generators) != len(texts):
+                raise InvalidParameterError("generators", len(generators), f"one per text ({len(texts)})")
+        return self._run(texts, random_state, generators)
+
+    def _run(
+        self,
+        texts: Sequence[str],
+        random_state: RandomState,
+        generators: Sequence[np.random.Generator] | None = None,
+    ) -> tuple[list[str], PrivatizeStats]:
         if not self.pad_time:
-            return self._work(texts, random_state)
+            return self._work(texts, random_state, generators)
         timing = self._timing()
         start = timing.clock()
-        result = self._work(texts, random_state)
+        result = self._work(texts, random_state, generators)
         timing.wait("privatize", result[1].tokens, start)  # the token count is public: the output has it
         return result
 
@@ -214,24 +268,31 @@ class Privatizer:
         self._work([text], gen)
         return time.perf_counter() - t0
 
-    def _work(self, texts: Sequence[str], random_state: RandomState) -> tuple[list[str], PrivatizeStats]:
+    def _work(
+        self,
+        texts: Sequence[str],
+        random_state: RandomState,
+        generators: Sequence[np.random.Generator] | None = None,
+    ) -> tuple[list[str], PrivatizeStats]:
         tokenizer = self.mechanism.embedding.tokenizer
         doc = tokenizer.tokenize(texts)
-        gen = self._generator(random_state)
         ids = doc.ids
         known = ids >= 0
         out = ids.copy()
-        if known.any():
-            out[known] = self.mechanism.privatize(ids[known], gen)
         n_oov = len(ids) - int(known.sum())
-        verbatim = drop = None
-        if n_oov:
-            if self.oov == "random":
+        if generators is not None:
+            self._per_record(doc.offsets, ids, known, out, generators)
+        else:
+            gen = self._generator(random_state)
+            if known.any():
+                out[known] = self.mechanism.privatize(ids[known], gen)
+            if n_oov and self.oov == "random":
                 out[~known] = gen.integers(0, self.mechanism.embedding.size, size=n_oov)
-            elif self.oov == "drop":
-                drop = ~known
-            else:
-                verbatim = ~known
+        verbatim = drop = None
+        if n_oov and self.oov == "drop":
+            drop = ~known
+        elif n_oov and self.oov == "keep":
+            verbatim = ~known
         if self.case == "keep":  # a word left unchanged is emitted exactly as typed
             same = known & (out == ids)
             verbatim = same if verbatim is None else verbatim | same
@@ -239,3 +300,23 @@ class Privatizer:
         changed = int((out[known] != ids[known]).sum())
         stats = PrivatizeStats(texts=len(doc.parts), tokens=len(ids), oov=n_oov, changed=changed)
         return result, stats
+
+    def _per_record(
+        self,
+        offsets: np.ndarray,
+        ids: np.ndarray,
+        known: np.ndarray,
+        out: np.ndarray,
+        generators: Sequence[np.random.Generator],
+    ) -> None:
+        """Text ``t``'s words from ``generators[t]`` (the mechanism's draws, then its OOV replacements)."""
+        spans = [(int(offsets[t]), int(offsets[t + 1])) for t in range(len(generators))]
+        records = [ids[a:b][known[a:b]] for a, b in spans]
+        new = self.mechanism.privatize_records(records, generators)
+        size = self.mechanism.embedding.size
+        for (a, b), gen, rec in zip(spans, generators, new, strict=True):
+            k = known[a:b]
+            out[a:b][k] = rec
+            missing = int(b - a - rec.size)
+            if missing and self.oov == "random":
+                out[a:b][~k] = gen.integers(0, size, size=missing)

@@ -1,8 +1,11 @@
 """Tokenization that round-trips exactly, vocabulary lookup, and the case policy.
 
-A *word* is a maximal run of Unicode letters and digits (``[^\\W_]+``, i.e. characters
-for which :meth:`str.isalnum` is true). Everything between words (spaces,
-punctuation, apostrophes, line breaks, emoji) is a *separator* and is never changed.
+A *word* is a Unicode letter or digit (``[^\\W_]``, a character for which
+:meth:`str.isalnum` is true) followed by a maximal run of letters, digits and combining
+marks (categories Mn, Mc, Me: a decomposed accent, ``na\\u0308ive``, or a Devanagari vowel
+sign stays inside its word). Everything between words (spaces, punctuation, apostrophes,
+line breaks, emoji) is a *separator* and is never changed. A word is looked up in its
+NFC form (:func:`lookup_key`), so ``na\\u0308ive`` and ``naïve`` are the same word.
 ``split(text)`` returns the separators and words interleaved, and
 ``"".join(parts) == text`` always.
 
@@ -17,8 +20,10 @@ own word pattern.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -43,12 +48,37 @@ __all__ = [
     "close_gap",
     "is_word",
     "join",
+    "lookup_key",
     "split",
     "word_mask",
     "words",
 ]
 
-WORD_PATTERN = re.compile(r"([^\W_]+)")
+
+def _mark_class() -> str:
+    """The combining marks (categories Mn, Mc, Me) of this Python's Unicode data, as a regex class body.
+
+    Marks live in planes 0, 1 and 14 only (planes 2-3 hold CJK ideographs, 15-16 private
+    use); ``tests/test_tokenizer.py`` checks that against a scan of every code point.
+    """
+    category = unicodedata.category
+    marks = [cp for cp in itertools.chain(range(0x20000), range(0xE0000, 0xE1000)) if category(chr(cp))[0] == "M"]
+    runs: list[list[int]] = []
+    for cp in marks:
+        if runs and runs[-1][1] == cp - 1:
+            runs[-1][1] = cp
+        else:
+            runs.append([cp, cp])
+    body = [f"\\U{a:08x}-\\U{b:08x}" for a, b in runs]
+    return "".join(body)
+
+
+#: The combining marks a word may hold after its first character (a regex class body).
+MARKS = _mark_class()
+_NFC = functools.partial(unicodedata.normalize, "NFC")
+#: One word token: a letter or digit, then letters, digits and combining marks.
+WORD_PATTERN = re.compile(rf"([^\W_](?:[^\W_]|[{MARKS}])*)")
+_ONE_WORD = re.compile(rf"[^\W_](?:[^\W_]|[{MARKS}])*")
 
 #: A separator that ends a sentence: ``.``, ``!`` or ``?`` (optionally followed by closing
 #: quotes or brackets) and then whitespace. Under ``case="sentence"`` the next word gets a capital.
@@ -75,13 +105,28 @@ def join(parts: list[str]) -> str:
 
 def is_word(s: str) -> bool:
     """True when :func:`words` reads ``s`` back as exactly one word (``s`` is one token)."""
-    return s.isalnum()  # the same characters as [^\W_], and not empty
+    return s.isalnum() or _ONE_WORD.fullmatch(s) is not None  # isalnum: the same characters as [^\W_]
 
 
 def word_mask(strings: Iterable[str]) -> npt.NDArray[np.bool_]:
-    """:func:`is_word` of each string, as a boolean array (one C-level pass)."""
+    """Which strings are one word of letters and digits only (``str.isalnum``), as a boolean array (one C pass).
+
+    Every such string is one word (:func:`is_word`); a word that also holds combining marks
+    is left out, so :meth:`~deniable.embedding.Vocabulary.restrict_to_words` keeps the
+    vocabulary it always kept (GloVe 6B: 336,158 entries) while the tokenizer reads such a
+    token as one word (then out of that vocabulary).
+    """
     items = strings if isinstance(strings, Sequence) else list(strings)
     return np.fromiter(map(str.isalnum, items), dtype=bool, count=len(items))
+
+
+def lookup_key(token: str, fold_case: bool = False) -> str:
+    """The form of a word token that is looked up in a vocabulary: NFC (lower-cased first with ``fold_case``).
+
+    ``na\\u0308ive`` (decomposed) and ``naïve`` (composed) are the same word; an ASCII token is
+    its own key.
+    """
+    return _NFC(token.lower() if fold_case else token)
 
 
 def apply_case(template: str, word: str) -> str:
@@ -95,7 +140,7 @@ def apply_case(template: str, word: str) -> str:
         return word
     if template.isupper() and sum(c.isalpha() for c in template) > 1:
         out = word.upper()
-        return out if out.isalnum() else word
+        return out if is_word(out) else word
     if template[:1].isupper():
         return capitalize(word)
     return word
@@ -104,7 +149,7 @@ def apply_case(template: str, word: str) -> str:
 def capitalize(word: str) -> str:
     """``word`` with its first character upper case (the rest unchanged), if that stays one word."""
     out = word[:1].upper() + word[1:]
-    return out if out.isalnum() else word
+    return out if is_word(out) else word
 
 
 @dataclass(eq=False)
@@ -147,8 +192,9 @@ class Tokenizer:
 
     # -- text -> ids --------------------------------------------------------
     def lookup(self, tokens: Sequence[str]) -> npt.NDArray[np.int64]:
-        """Ids of word tokens (case folded for a lower-case vocabulary); -1 when absent."""
+        """Ids of word tokens (:func:`lookup_key`: NFC, case folded for a lower-case vocabulary); -1 when absent."""
         keys: Iterable[str] = map(str.lower, tokens) if self.fold_case else tokens
+        keys = map(_NFC, keys)  # C calls only; an ASCII key is itself
         return np.fromiter(map(self._index.get, keys, itertools.repeat(-1)), dtype=np.int64, count=len(tokens))
 
     def tokenize(self, texts: Sequence[str], name: str = "texts") -> Tokenized:

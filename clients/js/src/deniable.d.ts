@@ -9,6 +9,8 @@ export declare function split(text: string): string[];
 export declare function words(text: string): string[];
 export declare function join(parts: string[]): string;
 export declare function isWord(s: string): boolean;
+/** The form of a word token looked up in a vocabulary: NFC, lower-cased first with `foldCase`. */
+export declare function lookupKey(token: string, foldCase?: boolean): string;
 export declare function capitalize(word: string): string;
 export declare function endsSentence(separator: string): boolean;
 export declare function render(
@@ -55,8 +57,10 @@ export interface Manifest {
 export type Source = string | URL | ((name: string) => Promise<ArrayBuffer | Uint8Array>);
 export declare function loadArtefact(source: Source, options?: { headers?: Record<string, string> }): Promise<Artefact>;
 export declare class Artefact {
-  constructor(manifest: Manifest, files: Record<string, Uint8Array>);
+  constructor(manifest: Manifest, files: Record<string, Uint8Array>, id?: string);
   readonly manifest: Manifest;
+  /** The content address (first 16 hex digits of the manifest's sha256): split mode's default artefactId. */
+  readonly id?: string;
   readonly mechanism: "brr" | "madlib";
   readonly words: string[];
   readonly foldCase: boolean;

@@ -12,7 +12,7 @@
 // Mirrors src/deniable/text.py (tokenizer, sentence case), src/deniable/privatizer.py (OOV
 // policy), src/deniable/mechanisms/brr.py and laplace.py (samplers, decode rules).
 
-import { SPACE_CLASS, UNICODE_VERSION, WORD_CLASS } from "./unicode.js";
+import { MARK_CLASS, SPACE_CLASS, UNICODE_VERSION, WORD_CLASS } from "./unicode.js";
 
 export { UNICODE_VERSION };
 
@@ -24,8 +24,10 @@ export const WEB_VERSION = 1;
 // Tokenizer: the same rules as deniable.text
 // ---------------------------------------------------------------------------------------
 
-const WORD_SPLIT = new RegExp(`([${WORD_CLASS}]+)`, "u");
-const IS_WORD = new RegExp(`^[${WORD_CLASS}]+$`, "u");
+// a letter or digit, then letters, digits and combining marks (deniable.text.WORD_PATTERN)
+const WORD = `[${WORD_CLASS}](?:[${WORD_CLASS}]|[${MARK_CLASS}])*`;
+const WORD_SPLIT = new RegExp(`(${WORD})`, "u");
+const IS_WORD = new RegExp(`^${WORD}$`, "u");
 const SENTENCE_END = new RegExp(`[.!?]["'\\u2019\\u201d\\u00bb)\\]]*[${SPACE_CLASS}]`, "u");
 
 /** `[sep0, word1, sep1, ..., sepN]`, words at odd positions; `join(split(t)) === t`. */
@@ -47,6 +49,11 @@ export function join(parts) {
 /** True when `s` is exactly one word token. */
 export function isWord(s) {
   return IS_WORD.test(s);
+}
+
+/** The form of a word token looked up in a vocabulary: NFC, lower-cased first with `foldCase` (deniable.text.lookup_key). */
+export function lookupKey(token, foldCase = false) {
+  return (foldCase ? token.toLowerCase() : token).normalize("NFC");
 }
 
 /** `word` with its first character upper case, if that stays one word (Python's capitalize rule). */
@@ -336,13 +343,18 @@ export async function loadArtefact(source, { headers = {} } = {}) {
     if (digest !== spec.sha256) throw new Error(`artefact: ${name}: sha256 mismatch`);
     files[name] = bytes;
   }
-  return new Artefact(manifest, files);
+  // the content address the service names it by (/v1/device, POST /v1/decode's "artefact"): the
+  // first 16 hex digits of the manifest's sha256 (deniable.binarize.device.web_artefact_id)
+  const id = (await sha256Hex(manifestBytes)).slice(0, 16);
+  return new Artefact(manifest, files, id);
 }
 
 /** A verified artefact in memory: the vocabulary and the codes (brr) or vectors (madlib). */
 export class Artefact {
-  constructor(manifest, files) {
+  constructor(manifest, files, id = undefined) {
     this.manifest = manifest;
+    /** The content address (loadArtefact computes it; the manifest cannot hold its own hash). */
+    this.id = id;
     this.mechanism = manifest.mechanism;
     const text = new TextDecoder("utf-8", { fatal: true }).decode(files["words.txt"]);
     this.words = text.split("\n");
@@ -372,9 +384,9 @@ export class Artefact {
     return this.words.length;
   }
 
-  /** Vocabulary id of a token (case folded for a lower-case vocabulary), -1 when absent. */
+  /** Vocabulary id of a token (lookupKey: NFC, case folded for a lower-case vocabulary), -1 when absent. */
   lookup(token) {
-    const id = this.index.get(this.foldCase ? token.toLowerCase() : token);
+    const id = this.index.get(lookupKey(token, this.foldCase));
     return id === undefined ? -1 : id;
   }
 }
@@ -395,8 +407,8 @@ function toBase64(bytes) {
  * options: epsilon (required); mode "local" (decode here; nothing is sent) or "split"
  * (only noisy codes/vectors go to decodeUrl, shuffled and padded to a multiple of padTo
  * with noisy codes of random words); oov "random" (default: a uniformly random vocabulary
- * word, then privatized) or "drop"; case "sentence" (default) or "lower"; artefactId and
- * headers for split mode; fetch (default globalThis.fetch).
+ * word, then privatized) or "drop"; case "sentence" (default) or "lower"; artefactId (default:
+ * the loaded artefact's id) and headers for split mode; fetch (default globalThis.fetch).
  */
 export class Privatizer {
   constructor(artefact, { epsilon, mode = "local", decodeUrl = "/v1/decode", artefactId, padTo = 16, oov = "random", case: caseMode = "sentence", headers = {}, fetch: fetchFn } = {}) {
@@ -407,7 +419,11 @@ export class Privatizer {
     this.epsilon = checkEpsilon(epsilon);
     this.mode = mode;
     this.decodeUrl = decodeUrl;
-    this.artefactId = artefactId ?? artefact.manifest.id;
+    // split mode names the artefact by its content address: the loaded one's unless given
+    this.artefactId = artefactId ?? artefact.id;
+    if (mode === "split" && typeof this.artefactId !== "string") {
+      throw new TypeError("artefactId: the artefact's id (see /v1/device) for split mode; loadArtefact sets it");
+    }
     this.padTo = Math.max(1, padTo | 0);
     this.caseMode = caseMode;
     this.headers = headers;

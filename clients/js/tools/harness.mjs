@@ -9,6 +9,7 @@ import {
   hammingTies,
   laplaceNoise,
   loadArtefact,
+  lookupKey,
   randomizedResponse,
   render,
   split,
@@ -25,6 +26,8 @@ const unb64 = (s) => new Uint8Array(Buffer.from(s, "base64"));
 const ops = {
   split: (r) => ({ parts: r.texts.map(split) }),
   lower: (r) => ({ lower: r.tokens.map((t) => t.toLowerCase()) }),
+  // the vocabulary lookup key of each token (NFC, case folded)
+  key: (r) => ({ keys: r.tokens.map((t) => lookupKey(t, true)) }),
   // texts from split parts and one output word per token (render's sentence case)
   render: (r) => ({
     texts: r.parts.map((p, t) => render(p, r.words.slice(r.offsets[t], r.offsets[t + 1]), { caseMode: "sentence" })),

@@ -13,15 +13,22 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
-from .compress import BinMap, make_bin_map
+from ..mechanisms._options import Option
+from .compress import BinMap, identity_bin_map, make_bin_map
 from .noise import TwoSidedGeometric
-from .pipeline import BowPrivatizer
+from .pipeline import BowPrivatizer, release_version
 from .records import iter_documents
 from .release import BowRelease, NoiseReport
+from .syntf import SYNTF_OPTIONS, SynTF, neighbour_similarity
 from .vectorize import BowVectorizer, Vocabulary, count_words, resolve_stop_words
 
-__all__ = ["file_bin_map", "file_privatizer", "public_vocabulary", "release_file"]
+__all__ = ["RELEASES", "file_bin_map", "file_privatizer", "public_vocabulary", "release_file", "syntf_release_file"]
+
+#: The releases ``deniable bow privatize --mechanism`` offers, each with its declared options
+#: (the command reads a release's flags through them; LPLP's are the command's own flags).
+RELEASES: dict[str, tuple[Option, ...]] = {"lplp": (), "syntf": SYNTF_OPTIONS}
 
 
 def _embedding(path: str | None) -> Any:
@@ -113,3 +120,43 @@ def release_file(
     an empty document) and its noise report (computed from the PRIVATE counts: not for release)."""
     batches = iter_documents(path, column=column, format=format, batch_size=batch_size, show_progress=show_progress)
     return privatizer.release(batches, rng, seeded=seeded, batch_size_hint=batch_size)
+
+
+def syntf_release_file(
+    vocabulary: Vocabulary,
+    path: str,
+    epsilon: float,
+    rng: np.random.Generator,
+    *,
+    length: int = 100,
+    neighbours: int = 0,
+    embedding: str | None = None,
+    column: str | None = None,
+    format: str | None = None,
+    batch_size: int = 1000,
+    seeded: bool = False,
+    show_progress: bool | None = None,
+) -> BowRelease:
+    """SynTF's release of every record of ``path``: row ``j`` is record ``j``'s synthetic vector of
+    ``length`` terms over the public ``vocabulary`` (one column per word: no bins), epsilon-DP
+    between any two documents. ``neighbours`` > 0: the public similarity of each word's nearest
+    neighbours in ``embedding`` (None: the built-in GloVe); 0: the identity."""
+    similarity = neighbour_similarity(vocabulary, neighbours, _embedding(embedding)) if neighbours else None
+    mech = SynTF(epsilon, length, similarity=similarity)
+    vectorizer = BowVectorizer(vocabulary)
+    rows = []
+    for batch in iter_documents(path, column=column, format=format, batch_size=batch_size, show_progress=show_progress):
+        rows.append(mech.privatize(vectorizer.transform(list(batch)), rng))
+    v = vocabulary.size
+    matrix = sp.csr_matrix(sp.vstack(rows, format="csr")) if rows else sp.csr_matrix((0, v), dtype=np.int32)
+    params: dict[str, Any] = {
+        **mech.describe(),
+        "similarity": f"public: {neighbours} nearest embedding neighbours" if neighbours else "identity",
+        "rows": "row j = document j (a synthetic vector of length terms)",
+        "tokenizer": vectorizer.tokenizer,
+        "noise_generator": "seeded (NOT private: the draws can be recomputed)"
+        if seeded
+        else "ChaCha20 keyed from os.urandom",
+        "deniable_version": release_version(),
+    }
+    return BowRelease(matrix, identity_bin_map(v), vocabulary, params)

@@ -280,10 +280,7 @@ class BowPrivatizer:
     def release_params(self, seeded: bool = False) -> dict[str, Any]:
         """The data-independent parameters saved with a release."""
         mech = self.mechanism
-        try:
-            version = importlib.metadata.version("deniable")
-        except importlib.metadata.PackageNotFoundError:  # pragma: no cover
-            version = "unknown"
+        version = release_version()
         params: dict[str, Any] = {
             "mechanism": "two-sided geometric (LPLP, seed 002)",
             "guarantee": f"(N={mech.precision:g}, eps={mech.epsilon:g})-limited-precision local privacy "
@@ -312,3 +309,11 @@ class BowPrivatizer:
         }
         params.update(self.params)
         return params
+
+
+def release_version() -> str:
+    """The installed deniable version, as a release's ``params.json`` records it."""
+    try:
+        return importlib.metadata.version("deniable")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover
+        return "unknown"

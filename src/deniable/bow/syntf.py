@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -39,9 +39,34 @@ from scipy.special import gammaln, logsumexp
 from .._errors import InvalidParameterError
 from .._random import check_random_state
 from .._validation import check_epsilon, check_int
+from ..mechanisms._options import Option
 from .vectorize import BowVectorizer, Vocabulary
 
-__all__ = ["SynTF", "neighbour_similarity"]
+__all__ = ["SYNTF_OPTIONS", "SynTF", "neighbour_similarity"]
+
+#: SynTF's options, declared once (the type every mechanism declares its options with): the
+#: constructor checks ``length`` with it, ``deniable bow privatize --mechanism syntf`` reads
+#: its flags through them, and ``neighbours`` builds the public similarity (:func:`neighbour_similarity`).
+SYNTF_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "length",
+        int,
+        100,
+        low=1,
+        high=100_000,
+        flag="--syntf-length",
+        help="terms in every synthetic vector (public: the same for every document)",
+    ),
+    Option(
+        "neighbours",
+        int,
+        0,
+        low=0,
+        high=1000,
+        flag="--syntf-neighbours",
+        help="public similarity: each word's k nearest embedding neighbours (0: the identity)",
+    ),
+)
 
 #: rows of dense utilities held at once (x vocabulary size float64)
 _ROW_BYTES = 64 << 20
@@ -97,9 +122,11 @@ class SynTF:
     idf: npt.NDArray[np.float64] | None = None
     similarity: sp.csr_matrix | None = None
 
+    options: ClassVar[tuple[Option, ...]] = SYNTF_OPTIONS
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
-        object.__setattr__(self, "length", check_int("length", self.length, minimum=1, maximum=100_000))
+        object.__setattr__(self, "length", int(SYNTF_OPTIONS[0].check(self.length)))
         if self.idf is not None:
             idf = np.asarray(self.idf, dtype=np.float64).ravel()
             if not np.all(np.isfinite(idf)) or np.any(idf <= 0):

@@ -1,8 +1,8 @@
 """Count vectors of documents over a fixed (public) vocabulary, sparse end to end.
 
-Tokenization is the project's own: :data:`deniable.text.WORD_PATTERN` (maximal runs of
-Unicode letters and digits) on the lower-cased text, the same tokens the word-level
-mechanisms see. A token that is not in the vocabulary is not counted.
+Tokenization is the project's own: :data:`deniable.text.WORD_PATTERN` (a letter or digit,
+then letters, digits and combining marks) on the lower-cased, NFC-normalized text, the same
+tokens the word-level mechanisms see. A token that is not in the vocabulary is not counted.
 
 The vocabulary is part of what is released (it names the columns), so it must not be
 learned from the private documents: the default is the most frequent words of the
@@ -26,7 +26,7 @@ import scipy.sparse as sp
 
 from .._errors import DataError, InvalidParameterError
 from .._validation import check_int
-from ..text import is_word
+from ..text import is_word, lookup_key
 from ..text import words as word_tokens
 
 if TYPE_CHECKING:
@@ -215,13 +215,13 @@ class Vocabulary:
 
 
 def _tokens(text: str) -> list[str]:
-    return word_tokens(text.lower())
+    return word_tokens(lookup_key(text, fold_case=True))  # lower-cased, NFC: the tokenizer's lookup keys
 
 
 #: How the built-in vectorizer tokenizes (saved in a release's ``params.json``).
 TOKENIZER = (
-    "lower-cased, deniable.text.WORD_PATTERN (runs of Unicode letters/digits); words outside the vocabulary "
-    "are not counted"
+    "lower-cased and NFC-normalized, deniable.text.WORD_PATTERN (a letter or digit, then letters, digits and "
+    "combining marks); words outside the vocabulary are not counted"
 )
 
 

@@ -64,6 +64,7 @@ __all__ = [
     "resolve_epsilon",
     "strength",
     "table_key_options",
+    "warn_if_weak",
 ]
 
 log = logging.getLogger("deniable.calibrate")
@@ -617,6 +618,7 @@ class Strength:
 def attach_resolution(mech: Mechanism, resolution: EpsilonResolution) -> None:
     """Record on ``mech`` the target its epsilon was chosen for (read by :func:`strength`)."""
     object.__setattr__(mech, "_epsilon_resolution", resolution)
+    mech.__dict__.pop("_calibration_strength", None)  # a strength memoized before (a Privatizer's check) lacks it
 
 
 def resolution_of(mech: Mechanism) -> EpsilonResolution | None:
@@ -633,6 +635,27 @@ def strength(mech: Mechanism, *, options: Mapping[str, Any] | None = None) -> St
     :func:`~deniable.mechanisms.make_mechanism` recorded, else read off ``mech``).
     """
     return mech._artefact("_calibration_strength", lambda: _strength(mech, options))
+
+
+def warn_if_weak(mech: Mechanism, *, options: Mapping[str, Any] | None = None, stacklevel: int = 1) -> Strength | None:
+    """:func:`strength` of ``mech``; a :class:`~deniable.WeakPrivacyWarning` with the command line's WEAK
+    sentence where :attr:`Strength.weak` holds (the one rule for the library and the CLI).
+
+    ``stacklevel`` counts from the caller of this function (1: the line that called it). A
+    mechanism that is not registered (a plug-in's own class) has no calibration: None.
+    """
+    import warnings
+
+    from .._errors import WeakPrivacyWarning
+    from ..mechanisms.registry import mechanism_names
+
+    if getattr(mech, "name", None) not in mechanism_names():
+        return None
+    st = strength(mech, options=options)
+    message = st.warning()
+    if message:
+        warnings.warn(message, WeakPrivacyWarning, stacklevel=stacklevel + 1)
+    return st
 
 
 def _strength(mech: Mechanism, options: Mapping[str, Any] | None) -> Strength:
@@ -674,6 +697,33 @@ def _strength(mech: Mechanism, options: Mapping[str, Any] | None) -> Strength:
     )  # fmt: skip
 
 
+def _fresh(mech: Mechanism, key: dict[str, Any] | None) -> Mechanism:
+    """A new instance of ``mech``'s mechanism that never saw any input: built from the embedding, the
+    epsilon and the table ``key`` (the options that change the output law; the runtime options at
+    their defaults), else (an unkeyable option, or the defaults refused) from ``mech``'s fields.
+
+    A statistic measured on ``mech`` itself would depend on what it privatized before (issue 40:
+    TEM's lazily built per-word tables changed which sampler drew the reference tokens, 0.998891
+    against 0.998572 after "the"); on a fresh instance it is a function of public data only.
+    """
+    import dataclasses
+    import warnings
+
+    from .._errors import DeniableError
+    from ..mechanisms.registry import mechanism_class
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NotPrivateWarning)
+        if key is not None:
+            try:
+                return mechanism_class(mech.name)(mech.embedding, epsilon=mech.epsilon, **key)  # type: ignore[call-arg]
+            except DeniableError:
+                pass  # e.g. a vocabulary only larger runtime limits admit: keep mech's
+        if dataclasses.is_dataclass(mech):
+            return dataclasses.replace(mech)
+    return mech  # (not a dataclass: a test double)
+
+
 def _point(mech: Mechanism, key: dict[str, Any] | None) -> tuple[CalibrationPoint, bool]:
     """``mech`` on :data:`POINT_TOKENS` public reference tokens, and whether it is stored (under its
     table ``key``, :func:`table_key_options`).
@@ -688,7 +738,7 @@ def _point(mech: Mechanism, key: dict[str, Any] | None) -> tuple[CalibrationPoin
 
     ids = reference_ids(mech.embedding.size, POINT_TOKENS)
     if key is None:
-        return evaluate_point(mech, ids), False
+        return evaluate_point(_fresh(mech, key), ids), False
     params = {**calibration_params(mech.name, key, POINT_TOKENS), "epsilons": [float(mech.epsilon)]}
 
     def write(folder: Path, show_progress: bool | None) -> None:
@@ -697,7 +747,7 @@ def _point(mech: Mechanism, key: dict[str, Any] | None) -> tuple[CalibrationPoin
         )
         table = CalibrationTable(
             mechanism=mech.name, options=key, fingerprint=mech.embedding.fingerprint, tokens=POINT_TOKENS,
-            seed=PUBLIC_SEED, points=(evaluate_point(mech, ids),), random_similarity=None,
+            seed=PUBLIC_SEED, points=(evaluate_point(_fresh(mech, key), ids),), random_similarity=None,
         )  # fmt: skip
         (folder / TABLE_FILE).write_text(table.to_json(), encoding="utf-8")
 

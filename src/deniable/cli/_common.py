@@ -3,6 +3,7 @@ registry's mechanism declarations (the other shared options are declared in ``_o
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import inspect
 import logging
@@ -52,6 +53,9 @@ def stdout_console() -> Console:
 EXIT_INTERNAL = 1
 EXIT_USAGE = 2
 EXIT_DATA = 3
+#: standard output's reader went away (``deniable privatize big.txt -o - | head``): 128 + SIGPIPE,
+#: the status a shell reports for a Unix tool (cat, grep) stopped the same way; nothing is printed
+EXIT_BROKEN_PIPE = 141
 
 
 @app.callback()
@@ -136,6 +140,27 @@ def _cause(exc: BaseException) -> tuple[str, int] | None:
     return None
 
 
+def _broken_pipe(exc: SystemExit) -> bool:
+    """Whether typer (or click) raised ``exc`` on a write to a closed pipe (its EPIPE handler exits 1)."""
+    cause = exc.__context__
+    return isinstance(cause, OSError) and cause.errno == errno.EPIPE
+
+
+def _reader_gone() -> int:
+    """Standard output's reader went away: stop quietly with :data:`EXIT_BROKEN_PIPE`.
+
+    As Python's documentation advises, standard output is pointed at ``os.devnull`` so that
+    the flush at exit cannot fail again (and print "Exception ignored ...").
+    """
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)
+    return EXIT_BROKEN_PIPE
+
+
 def _failing_package(exc: ImportError) -> str:
     """The top-level package an ImportError comes from: its ``name``, else the deepest frame outside deniable."""
     import traceback
@@ -194,8 +219,12 @@ def _run(argv: list[str], debug: bool) -> int:
             warnings.showwarning = _show_warning
             app(args=argv, standalone_mode=True)
     except SystemExit as exc:
+        if _broken_pipe(exc):
+            return _reader_gone()
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
+    except BrokenPipeError:
+        return _reader_gone()
     except DeniableError as exc:
         if isinstance(exc, InvalidParameterError) and not exc.name.startswith("-"):
             # the library names its parameters; the user knows the flags

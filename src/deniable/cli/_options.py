@@ -40,6 +40,7 @@ __all__ = [
     "plots",
     "quiet",
     "seed",
+    "syntf_neighbours",
     "vocab_size",
     "vocabulary",
 ]
@@ -77,6 +78,7 @@ vocabulary = _flag("--vocabulary")  # which words: of the embedding, or a public
 bits = _flag("--bits")  # brr's code length
 binarizer = _flag("--binarizer")  # how brr's codes are made
 binarizer_seed = _flag("--binarizer-seed")  # the seed of the binarizer's training (public)
+syntf_neighbours = _flag("--syntf-neighbours")  # SynTF's public similarity (bow privatize, bow evaluate)
 
 
 # -- options that read the same in every command that takes them ----------------------------------

@@ -48,6 +48,22 @@ def privatize_cmd(
     ],
     output: Annotated[str, opt.output("Release folder to create (matrix.npz, bins.parquet, params.json).")],
     epsilon: Annotated[float, opt.epsilon("Privacy parameter (> 0).")],
+    mechanism: Annotated[
+        str,
+        opt.mechanism(
+            "lplp (default): noisy compressed counts, (N, eps)-limited-precision local privacy; syntf: "
+            "synthetic term-frequency vectors (Weggenmann and Kerschbaum 2018), eps-DP between any two "
+            "documents, one column per vocabulary word."
+        ),
+    ] = "lplp",
+    syntf_length: Annotated[
+        int | None,
+        typer.Option("--syntf-length", help="syntf: terms in every synthetic vector (public; default 100)."),
+    ] = None,
+    syntf_neighbours: Annotated[
+        int | None,
+        opt.syntf_neighbours("syntf: public similarity, each word's k nearest embedding neighbours (0: identity)."),
+    ] = None,
     precision: Annotated[
         float,
         typer.Option(
@@ -151,6 +167,29 @@ def privatize_cmd(
     from ..bow.files import file_bin_map, file_privatizer, public_vocabulary, release_file
 
     eps = check_epsilon(epsilon, "--epsilon")
+    syntf = _release_options(
+        mechanism,
+        {"--syntf-length": syntf_length, "--syntf-neighbours": syntf_neighbours},
+        {
+            "--precision": precision != 1.0,
+            "--bins": bins != 500,
+            "--strategy": strategy != "frequency",
+            "--group": group != 1,
+            "--clamp": clamp,
+            "--public-corpus": public_corpus is not None,
+            "--public-column": public_column is not None,
+            "--map-from-data": map_from_data,
+            "--map-seed": map_seed is not None,
+            "--report": report is not None,
+        },
+    )
+    if syntf is not None:
+        _syntf(
+            input, output, eps, syntf, column=column, format=format, vocabulary=vocabulary, vocab_size=vocab_size,
+            stop_words=stop_words, embedding=embedding, seed=seed, batch_size=batch_size, overwrite=overwrite,
+            quiet=quiet,
+        )  # fmt: skip
+        return
     if precision <= 0:
         raise InvalidParameterError("--precision", precision, "a number > 0")
     mech = TwoSidedGeometric(eps, precision, clamp=clamp)
@@ -211,6 +250,77 @@ def privatize_cmd(
         err.print(
             f"wrote {out}/ (matrix.npz, bins.parquet, params.json) in {time.perf_counter() - t0:.1f}s; "
             "the noise report above is computed from the private counts and is not in the release",
+            highlight=False,
+        )
+
+
+def _release_options(mechanism: str, given: dict[str, Any], lplp_only: dict[str, bool]) -> dict[str, Any] | None:
+    """SynTF's options from its flags (read through its declared options), or None for LPLP.
+
+    A flag of the other release is refused (exit 2): ``--syntf-*`` with lplp, LPLP's flags set
+    away from their defaults with syntf (never silently ignored).
+    """
+    from ..bow.files import RELEASES
+
+    if mechanism not in RELEASES:
+        raise InvalidParameterError("--mechanism", mechanism, "one of " + ", ".join(RELEASES))
+    declared = {o.cli_flag: o for o in RELEASES[mechanism]}
+    for flag, value in given.items():
+        if value is not None and flag not in declared:
+            raise InvalidParameterError(flag, value, f"given only with --mechanism syntf, not {mechanism}")
+    if mechanism == "lplp":
+        return None
+    for flag, set_ in lplp_only.items():
+        if set_:
+            raise InvalidParameterError(flag, "given", f"an option of --mechanism lplp, not {mechanism}")
+    out: dict[str, Any] = {}
+    for flag, o in declared.items():
+        value = given.get(flag)
+        try:
+            out[o.name] = o.check(o.default if value is None else value)
+        except InvalidParameterError as exc:
+            raise InvalidParameterError(flag, exc.value, exc.allowed) from None
+    return out
+
+
+def _syntf(
+    input: str,
+    output: str,
+    eps: float,
+    options: dict[str, Any],
+    *,
+    column: str | None,
+    format: str | None,
+    vocabulary: str | None,
+    vocab_size: int,
+    stop_words: str,
+    embedding: str | None,
+    seed: int | None,
+    batch_size: int,
+    overwrite: bool,
+    quiet: bool,
+) -> None:
+    """``bow privatize --mechanism syntf``: SynTF's release of every record, one column per word."""
+    from ..bow.files import public_vocabulary, syntf_release_file
+
+    check_int("--batch-size", batch_size, minimum=1)
+    check_int("--vocab-size", vocab_size, minimum=1)
+    _check_columns(input, format, column, None, None)
+    out = _check_paths(input, output, overwrite, None)
+    if stop_words not in ("english", "none"):
+        raise InvalidParameterError("--stop-words", stop_words, "'english' or 'none'")
+    warn_seed(seed)
+    t0 = time.perf_counter()
+    vocab = public_vocabulary(vocabulary, vocab_size, stop_words, embedding)
+    release = syntf_release_file(
+        vocab, input, eps, seeded(seed), embedding=embedding, column=column, format=format, batch_size=batch_size,
+        seeded=seed is not None, show_progress=False if quiet else None, **options,
+    )  # fmt: skip
+    release.save(out, overwrite=overwrite)
+    if not quiet:
+        err.print(
+            f"syntf: eps={eps:g} per document, length {options['length']}, "
+            f"{release.shape[0]:,} rows x {release.shape[1]:,} words; wrote {out}/ in {time.perf_counter() - t0:.1f}s",
             highlight=False,
         )
 
@@ -332,8 +442,7 @@ def evaluate_cmd(
         ),
     ] = "",
     syntf_neighbours: Annotated[
-        int,
-        typer.Option("--syntf-neighbours", help="SynTF's public similarity: k nearest GloVe neighbours (0: identity)."),
+        int, opt.syntf_neighbours("SynTF's public similarity: k nearest GloVe neighbours (0: identity).")
     ] = 0,
     seeds: Annotated[
         str,

@@ -28,7 +28,7 @@ from ._config import from_options
 if TYPE_CHECKING:
     from ..embedding import Vocabulary
     from ..experiments import EvaluationConfig
-    from ..experiments.data import UserCorpus
+    from ..experiments.data import TaskData, UserCorpus
 
 _TASK_HELP = (
     "A built-in recipe (imdb, sst2, sst5, 20newsgroups, enron, enron_spam, cfpb, insuranceqa: --data is its folder "
@@ -73,6 +73,28 @@ def _run_attack(
         show_progress=show,
     )
     paths = write_attack_results(result, out_dir, command=_command_line())
+    sys.stdout.write(paths["results.md"].read_text(encoding="utf-8"))
+
+
+def _run_reconstruction(
+    task: TaskData,
+    emb: Vocabulary,
+    cfg: EvaluationConfig,
+    out_dir: Path,
+    *,
+    prior: str,
+    draws: int,
+    candidates: int | None,
+) -> None:
+    """``--attack reconstruction`` on ``task``'s training texts (docs/attacker.md)."""
+    from ..experiments.priors import make_prior
+    from ..experiments.reconstruction import run_reconstruction, write_reconstruction_results
+
+    with _flags_named("prior"):
+        public = make_prior(prior, emb)
+    with _flags_named("train_size"):
+        result = run_reconstruction(task, emb, cfg, prior=public, draws=draws, candidates=candidates)
+    paths = write_reconstruction_results(result, out_dir, command=_command_line())
     sys.stdout.write(paths["results.md"].read_text(encoding="utf-8"))
 
 
@@ -197,10 +219,37 @@ def evaluate_cmd(
         typer.Option(
             "--attack",
             help="none (utility + membership inference), authorship (attribute privatized texts to their "
-            "authors; --task 20newsgroups or enron) or user-audit (was this user's data used to train a "
-            "language model; --task 20newsgroups or enron). See docs/audit.md.",
+            "authors; --task 20newsgroups or enron), user-audit (was this user's data used to train a "
+            "language model; --task 20newsgroups or enron), see docs/audit.md; or reconstruction (the share of "
+            "the training side's words an attacker who knows the mechanism and a public prior recovers; any "
+            "task; --train-size texts), see docs/attacker.md.",
         ),
     ] = "none",
+    prior: Annotated[
+        str,
+        typer.Option(
+            "--prior",
+            help="--attack reconstruction: the attacker's public prior over words: zipf (over the embedding's "
+            "frequency order), zipf:S (exponent S), counts:PATH (word counts of a public text file, never the "
+            "text under attack) or uniform.",
+        ),
+    ] = "zipf",
+    draws: Annotated[
+        int,
+        typer.Option(
+            "--draws",
+            help="--attack reconstruction, mechanisms without an exact distribution: noise draws per word "
+            "that fit the guess table, and as many that score it (more narrow the held-out / in-sample bracket).",
+        ),
+    ] = 1000,
+    candidates: Annotated[
+        int | None,
+        typer.Option(
+            "--candidates",
+            help="--attack reconstruction: the attacker guesses among the N most probable words under the "
+            "prior (default: the whole vocabulary).",
+        ),
+    ] = None,
     min_posts: Annotated[
         int, typer.Option("--min-posts", help="--attack: users with at least this many documents.")
     ] = 5,
@@ -245,6 +294,8 @@ def evaluate_cmd(
         ("--negatives", negatives, 1),
         ("--max-words", max_words, 1),
         ("--batch-texts", batch_texts, 1),
+        ("--draws", draws, 1),
+        ("--candidates", candidates, 1),
     ):
         if value is not None and value < low:
             raise InvalidParameterError(name, value, f"an integer >= {low}")
@@ -276,7 +327,7 @@ def evaluate_cmd(
     t0 = time.perf_counter()
     show = False if quiet else None
     data_set: UserCorpus | TaskData
-    if attack != "none":
+    if attack not in ("none", "reconstruction"):
         data_set = _user_corpus(task, data, min_posts, max_users)
     else:
         data_set = load_task_data(
@@ -291,7 +342,9 @@ def evaluate_cmd(
         )
     emb = load_embedding_option(embedding, vocab_size)
     err.print(f"{data_set.describe()}; embedding {emb.name} ({emb.size:,} words)", highlight=False)
-    if isinstance(data_set, TaskData):
+    if attack == "reconstruction" and isinstance(data_set, TaskData):
+        _run_reconstruction(data_set, emb, cfg, out_dir, prior=prior, draws=draws, candidates=candidates)
+    elif isinstance(data_set, TaskData):
         with _flags_named("train_size", "test_size"):
             result = run_evaluation(data_set, emb, cfg, show_progress=show)
         write_results(result, out_dir, plots=plots, command=_command_line())

@@ -45,8 +45,9 @@ def inspect_manifest_cmd(
     """Print how an output was made; given several, sum what was released about each input.
 
     A word released twice at epsilon e is protected at 2e: the ledger adds the epsilons of
-    the releases of each input and column (releases sharing a run key are one release,
-    recomputed) and warns where an input was released more than once or over --budget.
+    the releases of each input and column and warns where an input was released more than
+    once or over --budget. It never undercounts: two manifests are one release (recomputed)
+    only with the same run key, mechanism and parameters and keyed input digest.
     """
     from rich.console import Console
     from rich.table import Table

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .._errors import InvalidParameterError, NotPrivateWarning
+from .._errors import InvalidParameterError, NotPrivateWarning, WeakPrivacyWarning
 from .._validation import check_epsilon
 from . import _options as opt
 from ._common import (
@@ -93,10 +93,12 @@ def privatize_cmd(
         Path | None,
         typer.Option(
             "--run-key-file",
-            help="Reproduce a run: read its secret run key from this file, or, when the file does not exist, "
-            "write this run's fresh key there (mode 0600). The same key over the SAME input (and --batch-size) "
-            "gives the same release, so recomputing it is not a second release; whoever holds the key can "
-            "recompute the noise: keep it like a password. Default: a fresh key from the OS, never written.",
+            help="Reproduce a run: read its secret run key from this file (readable by its owner only: chmod 600; "
+            "a key that is not random is refused), or, when the file does not exist, write this run's fresh key "
+            "there (mode 0600). The same key over the SAME input gives the same release whatever --batch-size, "
+            "so recomputing it is not a second release (the manifest's keyed input digest lets inspect-manifest "
+            "tell); whoever holds the key can recompute the noise: keep it like a password. Default: a fresh key "
+            "from the OS, never written.",
         ),
     ] = None,
     input_label: Annotated[
@@ -192,21 +194,13 @@ def _run_key(path: Path | None) -> Any:
     """``--run-key-file``: the key stored there, or a fresh one written there (0600, atomically); None without it."""
     import tempfile
 
-    from .._errors import DataError
     from .._random import RunKey
     from ..io._files import cleanup_on_signals
 
     if path is None:
         return None
-    if path.exists():
-        try:
-            return RunKey.check(path.read_text(encoding="ascii").strip())
-        except (OSError, UnicodeDecodeError):
-            raise DataError(f"--run-key-file {path}: unreadable") from None
-        except InvalidParameterError:
-            raise InvalidParameterError(
-                "--run-key-file", str(path), "a file holding a run key (64 hex digits)"
-            ) from None
+    if path.exists():  # refused: unreadable, not a key, a weak key, or readable by others (never echoed)
+        return RunKey.from_file(path, name="--run-key-file")
     key = RunKey.new()
     # written whole into a temporary readable by its owner only (mkstemp: 0600), then linked into
     # place: a killed run leaves no half-written key, and an existing key is never overwritten
@@ -290,18 +284,21 @@ def _local(run: _Run) -> tuple[Any, Any]:
     from .._errors import DataError
     from ..api import privatize_file
     from ..io import detect_format
+    from ..io._formats import check_output_name
     from ..mechanisms import make_mechanism
     from ..privatizer import Privatizer
 
     detect_format(run.input, run.format)  # fail fast on an unknown format, before loading anything
+    check_output_name(run.output)  # and on -o "" (or a folder-like name)
     if run.input != "-" and not Path(run.input).is_file():
         raise DataError(f"input file {run.input} does not exist or is not a file")
     warn_seed(run.seed)
     emb = load_embedding_option(run.embedding, run.vocab_size, run.vocabulary)
     target = run.target if run.epsilon == "auto" else None
     mech = make_mechanism(run.mechanism, emb, run.epsilon, target=target, **run.options)
-    with warnings.catch_warnings():  # the summary states what is not protected
+    with warnings.catch_warnings():  # the summary states what is not protected, and WEAK
         warnings.simplefilter("ignore", NotPrivateWarning)
+        warnings.simplefilter("ignore", WeakPrivacyWarning)
         priv = Privatizer(mech, oov=run.oov, case=run.case)
     totals = privatize_file(
         run.input,
@@ -337,6 +334,8 @@ def _spark(run: _Run, master: str) -> tuple[Any, Any]:
         epsilon = resolution.epsilon
     if run.input == "-" or run.output == "-":
         raise InvalidParameterError("--engine", "spark", "local when reading stdin or writing stdout")
+    if not run.output:
+        raise InvalidParameterError("--output", run.output, "an output folder name")
     src = Path(run.input)
     if not src.exists():
         raise DataError(f"input {run.input} does not exist")

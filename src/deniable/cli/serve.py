@@ -21,7 +21,7 @@ def serve_cmd(
         typer.Option("--config", help="Service configuration, TOML or JSON (default: $DENIABLE_SERVICE_CONFIG)."),
     ] = None,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on (0: any free one).")] = 8000,
     workers: Annotated[int, typer.Option(min=1, help="Worker processes (they share the memory-mapped data).")] = 1,
     embedding: Annotated[str | None, opt.embedding("Embedding path (overrides the config's).")] = None,
     vocab_size: Annotated[int | None, opt.vocab_size("Keep the N most frequent words.")] = None,
@@ -48,7 +48,11 @@ def serve_cmd(
     data = config_data(config, embedding=embedding, vocab_size=vocab_size, api_keys_file=api_keys_file)
     checked = config_from_mapping(data)  # fail here (exit 2, naming the key), not in every worker
     os.environ[ENV_CONFIG] = json.dumps(data)  # each worker builds its app from it
-    err.print(f"serving on http://{host}:{port} with {workers} worker(s) (page at /, docs at /docs)")
+    # bound before anything is said or built: a busy port is an error naming --port (exit 2), not a
+    # "serving on" line followed by the server's own failure
+    sock = _tcp_listener(host, port)
+    bound = sock.getsockname()[1]
+    err.print(f"serving on http://{host}:{bound} with {workers} worker(s) (page at /, docs at /docs)")
     config_ = uvicorn.Config(
         "deniable.service:app_factory",
         factory=True,
@@ -62,11 +66,11 @@ def serve_cmd(
     )
     server = uvicorn.Server(config_)
     if workers == 1:
-        server.run()
+        server.run(sockets=[sock])
         return
     from uvicorn.supervisors import Multiprocess
 
-    Multiprocess(config_, sockets=[_tcp_listener(host, port)]).run()
+    Multiprocess(config_, sockets=[sock]).run()
 
 
 def _tcp_listener(host: str, port: int) -> socket.socket:
@@ -77,14 +81,21 @@ def _tcp_listener(host: str, port: int) -> socket.socket:
     delayed ACK (uvicorn issue 3149; measured here: 44 ms per request with 2 workers against
     2 ms with 1).
     """
-    family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)[0]
+    from .._errors import InvalidParameterError
+
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError) as exc:
+        reason = getattr(exc, "strerror", None) or type(exc).__name__
+        raise InvalidParameterError("--host", host, f"an address of this machine to listen on ({reason})") from None
+    family, kind, proto, _, addr = found[0]
     sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(addr)
+        sock.listen(2048)  # uvicorn's backlog: bound and listening before "serving on" is printed
     except OSError as exc:
-        from .._errors import InvalidParameterError
-
+        sock.close()
         raise InvalidParameterError("--port", port, f"a free port on {host} ({exc.strerror})") from None
     sock.set_inheritable(True)
     return sock

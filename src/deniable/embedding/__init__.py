@@ -2,7 +2,8 @@
 the tokenizer, the Privatizer and every mechanism need), :class:`Embedding` (a vocabulary with
 float vectors, save/load) and the loaders (the default GloVe 6B 50-d package, GloVe/fastText
 text, word2vec binary, saved folders, BRR device artefacts). The other kind of vocabulary,
-packed binary codes without float vectors, is :class:`deniable.binarize.device.CodeVocabulary`."""
+packed binary codes without float vectors (a BRR device artefact), is
+:class:`~deniable.embedding._codes.CodeVocabulary`, re-exported by :mod:`deniable.binarize.device`."""
 
 from __future__ import annotations
 

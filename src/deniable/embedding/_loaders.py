@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import shutil
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -73,7 +74,7 @@ def load_embedding(
     """Load an embedding (or a BRR device artefact: a vocabulary of binary codes).
 
     The result is an :class:`Embedding`, except for a device artefact folder, which gives
-    a :class:`~deniable.binarize.device.CodeVocabulary` (codes only: usable by the brr
+    a :class:`~deniable.embedding._codes.CodeVocabulary` (codes only: usable by the brr
     mechanism, refused by the float ones). Narrow it with :meth:`Embedding.check` (or
     ``isinstance``) where float vectors are needed.
 
@@ -117,7 +118,7 @@ def load_embedding(
             raise EmbeddingError(f"embedding file {p} does not exist")
         fmt = format if format != "auto" else _guess_format(p)
         if fmt == "saved":
-            from ..binarize.device import is_device_artefact, load_device_artefact
+            from ._codes import is_device_artefact, load_device_artefact
 
             # a BRR device artefact (codes + words, no float vectors) is recognised by its brr.json
             emb = load_device_artefact(p) if is_device_artefact(p) else Embedding.load(p)
@@ -172,7 +173,11 @@ def _cached_folder(folder: Path, build: Callable[[], Embedding], name: str) -> E
         folder.parent.mkdir(parents=True, exist_ok=True)
         with file_lock(folder.parent / f"{folder.name}.lock"):
             if not done.is_file():
-                build().save(folder)
+                try:
+                    build().save(folder)
+                except BaseException:  # a failed build leaves no partial folder (the lock file stays)
+                    shutil.rmtree(folder, ignore_errors=True)
+                    raise
     emb = Embedding.load(folder)
     emb.name = name
     return emb

@@ -139,10 +139,9 @@ class Vocabulary(abc.ABC):
         return h.hexdigest()
 
     def cache_path(self, *parts: str) -> Path:
-        """A path for an artefact derived from this vocabulary (folder created)."""
-        path = cache_dir().joinpath("artefacts", self.fingerprint[:20], *parts)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return path
+        """A path for an artefact derived from this vocabulary (not created: a lookup leaves nothing
+        behind; the writer, :func:`deniable._cache.atomic_path`, creates its folder)."""
+        return cache_dir().joinpath("artefacts", self.fingerprint[:20], *parts)
 
     # -- lookups ----------------------------------------------------------
     def ids(self, words: Iterable[str], *, missing: int = -1) -> npt.NDArray[np.int64]:

@@ -5,6 +5,9 @@
 - :mod:`~deniable.experiments.models`: TF-IDF + logistic regression, a fastText-style
   classifier, the attack MLP, a TF-IDF answer ranker;
 - :mod:`~deniable.experiments.membership`: the shadow-model attack of seed 004 App. C;
+- :mod:`~deniable.experiments.reconstruction`: the word reconstruction attacker (what share of the
+  words an attacker who knows the mechanism and a public prior, :mod:`~deniable.experiments.priors`,
+  recovers);
 - :mod:`~deniable.experiments.harness`: the grid over mechanisms x epsilons x repeats;
 - :mod:`~deniable.experiments.output`: the text tasks' tables and plots;
 - :mod:`~deniable.experiments.results`: what every experiment (this harness and the
@@ -23,11 +26,14 @@ from .membership import MembershipResult, membership_inference, shadow_attack, t
 from .metrics import accuracy, auc, auc_interval, ranking_scores, t_interval
 from .models import MODELS, FastTextClassifier, TfidfLogistic, TfidfRanker, attack_model, make_model
 from .output import markdown_table, plot_metric, write_results
+from .priors import PRIORS, Prior, make_prior
+from .reconstruction import ReconstructionResult, TokenSample, reconstruction_attack, reconstruction_evaluation
 from .results import ExperimentConfig, ExperimentProgress, ExperimentRandomness, Results, write_files
 
 __all__ = [
     "MODELS",
     "MODES",
+    "PRIORS",
     "RECIPES",
     "EvaluationConfig",
     "EvaluationResult",
@@ -36,12 +42,15 @@ __all__ = [
     "ExperimentRandomness",
     "FastTextClassifier",
     "MembershipResult",
+    "Prior",
     "QAPairs",
+    "ReconstructionResult",
     "Results",
     "Split",
     "TaskData",
     "TfidfLogistic",
     "TfidfRanker",
+    "TokenSample",
     "accuracy",
     "attack_model",
     "auc",
@@ -50,11 +59,14 @@ __all__ = [
     "load_labelled",
     "load_task",
     "make_model",
+    "make_prior",
     "markdown_table",
     "mechanism_factories",
     "membership_inference",
     "plot_metric",
     "ranking_scores",
+    "reconstruction_attack",
+    "reconstruction_evaluation",
     "run_evaluation",
     "shadow_attack",
     "split_stratified",

@@ -23,8 +23,9 @@ __all__ = ["ATTACKS", "TASKS", "load_task_data", "run_attack"]
 
 #: ``--task``: a built-in recipe, labelled files, or a Hugging Face data set
 TASKS = (*RECIPES, "file", "hf")
-#: ``--attack``: none (utility + membership inference), or an attack on a user corpus
-ATTACKS = ("none", "authorship", "user-audit")
+#: ``--attack``: none (utility + membership inference), an attack on a user corpus, or word
+#: reconstruction on a task's training texts (:mod:`deniable.experiments.reconstruction`)
+ATTACKS = ("none", "authorship", "user-audit", "reconstruction")
 
 
 def load_task_data(

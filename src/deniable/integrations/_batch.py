@@ -11,14 +11,15 @@ Hugging Face ``datasets`` and the scikit-learn transformer are thin layers over 
 
 Randomness: a :class:`BatchPrivatizer` is one *run*. It holds a :class:`~deniable._random.RunKey`
 (256 bits from the operating system, made when the object is built on the driver, never
-derived from the data) and every batch whose engine gives it a stable identity -- its
-partition and the position of its first record, and its number of records -- draws from
-the ChaCha20 stream keyed by the run key and that unit. Recomputing a batch (a task
-retry, speculative execution, a second action on the same DataFrame) therefore
-reproduces the same release instead of releasing the records again with fresh noise;
-a new :class:`BatchPrivatizer` is a new, independent run. A batch without an identity
-(Ray) draws fresh OS randomness. An explicit ``seed`` (experiments only: NOT private)
-derives the run key from the seed.
+derived from the data) and every record whose engine knows where it is -- its position in
+the input (``datasets`` indices, Dask partition offsets), its partition and row (Spark) or
+its id (``id_column``) -- draws from its own ChaCha20 stream keyed by the run key, that
+position, its column and its text (:meth:`RunKey.record_generator`). Recomputing it (a task
+retry, speculative execution, a second action on the same DataFrame, another batch size or
+``num_proc``) therefore reproduces the same release instead of releasing the records again
+with fresh noise; a new :class:`BatchPrivatizer` is a new, independent run. A batch whose
+records have no known position (Ray without ``id_column``) draws fresh OS randomness. An
+explicit ``seed`` (experiments only: NOT private) derives the run key from the seed.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import numpy as np
 from .._errors import InvalidParameterError, NotPrivateWarning
 from .._random import RunKey
 from .._validation import check_choice, check_epsilon
+from ..io._columns import check_unique_columns
 from ..privatizer import CASE_POLICIES, OOV_POLICIES, PrivatizeStats
 
 if TYPE_CHECKING:
@@ -210,7 +212,8 @@ class BatchPrivatizer:
         return self.run_key  # type: ignore[return-value]  # __post_init__ made it a RunKey
 
     def generator(self, unit: Sequence[int] | None = None) -> np.random.Generator:
-        """The stream of ``unit`` (``(partition, first record, records)``) in this run.
+        """The stream of ``unit`` (a tuple of ints) in this run (records are keyed by
+        ``positions=`` instead, each from its own stream: :meth:`privatize_texts`).
 
         ``None``: a batch without a stable identity -- fresh OS randomness (refused with a
         seed, which promises reproducible output).
@@ -225,27 +228,57 @@ class BatchPrivatizer:
 
     # -- batches ------------------------------------------------------------------------------
     def privatize_texts(
-        self, texts: Sequence[str | None], rng: np.random.Generator | None = None
+        self,
+        texts: Sequence[str | None],
+        rng: np.random.Generator | None = None,
+        *,
+        positions: Sequence[Position] | None = None,
+        column: str | Sequence[str] = "",
     ) -> tuple[list[str | None], PrivatizeStats]:
-        """Privatize a batch of strings (``None`` stays ``None``) with one mechanism call."""
+        """Privatize a batch of strings (``None`` stays ``None``) with one mechanism call.
+
+        ``positions`` (one per text: its position in the input, an int or a tuple of ints)
+        and ``column`` (its column name, or one per text): each text draws from its own
+        stream of this run (:meth:`RunKey.record_generator`), so its output does not depend
+        on the batch. Without them the batch draws from ``rng`` (default: fresh OS randomness).
+        """
         values = list(texts)
         present = [i for i, t in enumerate(values) if t is not None]
         if not present:
             return values, PrivatizeStats()
-        gen = self.generator() if rng is None else rng
         for i in present:
             if not isinstance(values[i], str):
                 raise InvalidParameterError("texts", type(values[i]).__name__, f"str values (item {i})")
-        out, stats = self.privatizer().privatize_batch_with_stats([values[i] for i in present], gen)  # type: ignore[misc]
+        chosen: list[str] = [values[i] for i in present]  # type: ignore[misc]
+        if positions is not None:
+            if rng is not None:
+                raise InvalidParameterError("rng", "a generator", "None when positions are given")
+            if len(positions) != len(values):
+                raise InvalidParameterError("positions", len(positions), f"one per text ({len(values)})")
+            names = [column] * len(values) if isinstance(column, str) else list(column)
+            run = self.run
+            gens = [run.record_generator(positions[i], names[i], chosen[j]) for j, i in enumerate(present)]
+            out, stats = self.privatizer().privatize_batch_with_stats(chosen, generators=gens)
+        else:
+            gen = self.generator() if rng is None else rng
+            out, stats = self.privatizer().privatize_batch_with_stats(chosen, gen)
         result: list[str | None] = list(values)
         for i, text in zip(present, out, strict=True):
             result[i] = text
         return result, stats
 
     def privatize_columns(
-        self, columns: Mapping[str, Sequence[str | None]], rng: np.random.Generator | None = None
+        self,
+        columns: Mapping[str, Sequence[str | None]],
+        rng: np.random.Generator | None = None,
+        *,
+        positions: Sequence[Position] | None = None,
     ) -> tuple[dict[str, list[str | None]], PrivatizeStats]:
-        """Privatize the named :attr:`columns` of a batch, all in one mechanism call."""
+        """Privatize the named :attr:`columns` of a batch, all in one mechanism call.
+
+        ``positions``: each row's position in the input (keyed records, see
+        :meth:`privatize_texts`); without them the batch draws from ``rng``.
+        """
         if not self.columns:
             raise InvalidParameterError("columns", None, "at least one text column")
         missing = [c for c in self.columns if c not in columns]
@@ -257,7 +290,14 @@ class BatchPrivatizer:
             values = list(columns[c])
             flat.extend(values)
             sizes.append(len(values))
-        out, stats = self.privatize_texts(flat, rng)
+        if positions is not None:
+            rows = list(positions)
+            if any(n != len(rows) for n in sizes):
+                raise InvalidParameterError("positions", len(rows), "one per row of every column")
+            names = [c for c in self.columns for _ in rows]
+            out, stats = self.privatize_texts(flat, positions=rows * len(self.columns), column=names)
+        else:
+            out, stats = self.privatize_texts(flat, rng)
         result = {}
         start = 0
         for c, n in zip(self.columns, sizes, strict=True):
@@ -273,28 +313,33 @@ class BatchPrivatizer:
             raise InvalidParameterError("id_column", self.id_column, "a column of the data")
         if len(set(ids)) != len(ids):
             raise InvalidParameterError("id_column", self.id_column, "unique ids (a repeated id would share a stream)")
-        out: dict[str, list[str | None]] = {c: [] for c in self.columns}
-        for row, rid in enumerate(ids):
-            new, _ = self.privatize_texts([cols[c][row] for c in self.columns], self.generator(_id_unit(rid)))
-            for c, value in zip(self.columns, new, strict=True):
-                out[c].append(value)
-        return out
+        new, _ = self.privatize_columns(cols, positions=[_id_unit(rid) for rid in ids])
+        return new
 
-    def privatize_pandas(self, df: Any, partition: int | None = None, first: int = 0) -> Any:
+    def privatize_pandas(self, df: Any, first: int | None = None) -> Any:
         """A pandas DataFrame with :attr:`columns` privatized (a copy; every other column kept).
 
-        ``partition`` (and ``first``, the position of the frame's first row in it) name the
-        batch's unit in this run; ``None``: the batch has no stable identity (fresh noise).
+        ``first``: the position of the frame's first row in the input, so each row draws
+        from its own stream of this run; ``None``: the rows' ids (``id_column``), else
+        fresh noise (the batch has no stable identity).
         """
+        return self._pandas(df, None if first is None else range(int(first), int(first) + len(df)))
+
+    def _pandas(self, df: Any, positions: Sequence[Position] | None) -> Any:
+        """:meth:`privatize_pandas` with each row's position given (``None``: ids, else fresh noise)."""
+        check_unique_columns(list(df.columns), self.columns, "the DataFrame")  # a repeat would be released unchanged
         cols = {c: [None if _isnull(v) else v for v in df[c].tolist()] for c in self.columns if c in df.columns}
         if len(cols) < len(self.columns):
             missing = next(c for c in self.columns if c not in df.columns)
             raise InvalidParameterError("columns", missing, "a column of the data")
-        if partition is None and self.id_column is not None:
+        if positions is None and self.id_column is not None:
             new = self._privatize_by_id(cols, df[self.id_column].tolist() if self.id_column in df.columns else None)
+        elif positions is None:
+            new, _ = self.privatize_columns(cols, self.generator(None))
         else:
-            unit = None if partition is None else (int(partition), int(first), len(df))
-            new, _ = self.privatize_columns(cols, self.generator(unit))
+            if len(positions) != len(df):
+                raise InvalidParameterError("indices", len(positions), f"one per row ({len(df)})")
+            new, _ = self.privatize_columns(cols, positions=positions)
         out = df.copy()
         for c, values in new.items():
             out[c] = _like(df[c], values)
@@ -305,19 +350,23 @@ class BatchPrivatizer:
 
         A mapping comes back with only the privatized columns (Hugging Face ``datasets``
         updates those and keeps the rest). ``indices`` (``datasets`` ``with_indices=True``:
-        the rows' positions in the dataset) name the batch's unit in this run, so the same
-        run reproduces its release and the output does not depend on ``num_proc``;
-        without them the batch draws fresh OS randomness.
+        the rows' positions in the dataset) key each row's own stream of this run, so the
+        same run reproduces its release whatever the batch size or ``num_proc``; without
+        them the batch draws fresh OS randomness (or keys rows by ``id_column``).
         """
-        first = int(indices[0]) if indices is not None and len(indices) else None
+        rows = None if indices is None else [int(i) for i in indices]
         if not isinstance(batch, Mapping):
-            return self.privatize_pandas(batch, None if first is None else 0, first or 0)
+            return self._pandas(batch, rows)
         missing = [c for c in self.columns if c not in batch]
         if missing:
             raise InvalidParameterError("columns", missing[0], "a column of the data")
         values = {c: [None if _isnull(v) else v for v in _tolist(batch[c])] for c in self.columns}
-        n = len(values[self.columns[0]]) if self.columns else 0
-        new, _ = self.privatize_columns(values, self.generator(None if first is None else (0, first, n)))
+        if rows is not None:
+            new, _ = self.privatize_columns(values, positions=rows)
+        elif self.id_column is not None:
+            new = self._privatize_by_id(values, _tolist(batch[self.id_column]) if self.id_column in batch else None)
+        else:
+            new, _ = self.privatize_columns(values, self.generator(None))
         return new
 
     def fingerprint(self, input_fingerprint: str = "") -> str:
@@ -347,12 +396,15 @@ class BatchPrivatizer:
             "columns": list(self.columns),
             "seeded": self.seed is not None,
             "run_key_id": self.run.id,
+            "run_key_origin": self.run.origin,
             "id_column": self.id_column,
         }
 
 
 SPARK_FILES = "sparkfiles:"
 _ID_UNIT = 2**64 - 1  # a record keyed by its id: (_ID_UNIT, kind, value) never equals a positional unit
+#: a record's position: its index in the input, or a tuple (Spark's partition and row, an id's unit)
+Position = int | tuple[int, ...]
 
 
 def _id_unit(rid: Any) -> tuple[int, ...]:

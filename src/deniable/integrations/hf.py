@@ -5,15 +5,16 @@
 so ``datasets`` replaces them and keeps every other column; nothing is added. Each
 process loads the embedding once (memory-mapped; the vectors are never pickled).
 
-Randomness and the ``datasets`` cache: each batch's noise is keyed by the run key and its
-row indices, so the output does not depend on ``num_proc`` and recomputing the same run
-gives the same release. :func:`privatize` is one run: it sets the result's fingerprint
-(``new_fingerprint``) from the run key's public id and the input's fingerprint, so a
-recomputation of the same run may be served from the cache (it is the same release),
-and every new call -- a new run key -- is computed afresh. ``ds.map(batch, ...)`` by hand
-behaves the same way: ``datasets`` fingerprints the pickled batch function, which holds
-its run key, so mapping the same :class:`BatchPrivatizer` again returns the cached (same)
-release and a new :class:`BatchPrivatizer` is a new run.
+Randomness and the ``datasets`` cache: each row's noise is keyed by the run key, its row
+index, its column and its text, so the output does not depend on ``num_proc`` nor
+``batch_size``, and recomputing the same run gives the same release. :func:`privatize` is
+one run: it sets the result's fingerprint (``new_fingerprint``) from the run key's public
+id and the input's fingerprint, so a recomputation of the same run may be served from the
+cache (it is the same release), and every new call -- a new run key -- is computed
+afresh. ``ds.map(batch, ...)`` by hand behaves the same way: ``datasets`` fingerprints the
+pickled batch function, which holds its run key, so mapping the same
+:class:`BatchPrivatizer` again returns the cached (same) release and a new
+:class:`BatchPrivatizer` is a new run.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def privatize(
 
     The result's fingerprint is :meth:`BatchPrivatizer.fingerprint` of the input's: a new
     call is a new run and is never served from the ``datasets`` cache; passing the same
-    ``run_key`` (and ``batch_size``) over the same dataset reproduces the same release,
+    ``run_key`` over the same dataset reproduces the same release (any ``batch_size``),
     from the cache when it is there. ``params``: :meth:`BatchPrivatizer.for_columns`
     (``embedding``, ``vocabulary``, ``oov``, ``case``, ``seed``, ``run_key``, ... and the
     mechanism's declared options).

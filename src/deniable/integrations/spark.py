@@ -6,10 +6,12 @@ worker loads the embedding once (memory-mapped from a path every executor can re
 and builds the mechanism once; nothing but the small parameter record travels with the
 task (the embedding and the index are never broadcast).
 
-Randomness is keyed, not fresh: each Arrow batch draws from the ChaCha20 stream of
-(the run key, its partition id, the position of its first row in the partition, its
-number of rows), so every recomputation of the same DataFrame -- a second action, a
-task retry, speculative execution -- releases the same text again instead of new noise.
+Randomness is keyed, not fresh: each row's text draws from its own ChaCha20 stream of
+(the run key, its partition id and position in the partition, its column, its text), so
+every recomputation of the same DataFrame -- a second action, a task retry, speculative
+execution, another Arrow batch size -- releases the same text again instead of new noise.
+Another partitioning of the same rows is another release (a row's position changed): the
+ledger counts every Spark manifest as its own release (it carries no input digest).
 This needs each partition's rows in the same order every time it is computed: Spark
 guarantees that for a partition read from files or local data and transformed row by
 row; after a shuffle it guarantees only the same set of rows, so when the plan below the
@@ -78,7 +80,7 @@ def privatize_udf(batch: BatchPrivatizer) -> Any:
                 c: [None if v is None or v != v else v for v in s.tolist()] for c, s in zip(columns, parts, strict=True)
             }
             n = len(parts[0])
-            new, stats = batch.privatize_columns(values, batch.generator((partition, first, n)))
+            new, stats = batch.privatize_columns(values, positions=[(partition, first + i) for i in range(n)])
             first += n
             frame = {f"c{i}": pd.Series(new[c], dtype=object) for i, c in enumerate(columns)}
             for name in _COUNTS:  # the batch's totals on its first row, summed by the Observation
@@ -292,6 +294,7 @@ def privatize_path(
             extra={"options": batch.options},
             run_key_id=batch.run.id,
             input=input_id(src, input_label),
+            run_key_origin=batch.run.origin,
         )
         write_manifest(tmp / MANIFEST_FOLDER_NAME, manifest)
         tmp.rename(out)

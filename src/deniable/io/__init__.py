@@ -27,13 +27,15 @@ left out).
 Privatizing a file (:func:`transform_file`) rewrites only the text and keeps every
 other byte:
 
-- ``txt``: each line is a record; line endings and blank lines come back exactly.
+- ``txt``: each line is a record (its line ending is not part of the text); line endings
+  and blank lines come back exactly.
 - ``csv`` / ``tsv``: every column is read as a string and written back unchanged
   except the chosen text columns (quoted newlines, commas and unicode included);
   the input's line terminator is kept. CSV follows the usual quoting rules; TSV is
   plain (no quoting: quotes are ordinary characters, and a field can hold no tab or
-  line break). A blank line is kept as it is; any other row must have as many fields
-  as the header (a ragged row is an error naming it).
+  line break, and a one-column row no empty value: that is a blank line). A blank line
+  is kept as it is; any other row must have as many fields as the header (a ragged row
+  is an error naming it).
 - ``jsonl``: one JSON object per line; only the text values of the chosen keys are
   rewritten, in place: everything else on the line (other keys, their order, number
   formats, escapes, spacing, repeated keys) comes back byte for byte. A ``null`` text
@@ -41,6 +43,16 @@ other byte:
 - ``parquet``: the schema, other columns, row count and order are kept; nulls stay null.
 
 Rules shared by every reader:
+
+- Repeated column names (:mod:`deniable.io._columns`, also for pandas DataFrames in
+  :func:`deniable.privatize` and the engines): a chosen column whose name appears more
+  than once in the header, Parquet schema or DataFrame -- also spelled in another Unicode
+  form (NFC / NFD / compatibility) or with spaces around it -- is refused with a
+  :class:`~deniable.DataError` naming it (CLI exit 3, no output): privatizing one would
+  release the other unchanged. A repeated name that is not chosen is kept like any other
+  column; reading every column (``columns=None``) refuses any repeated name. In JSONL a
+  repeated key is one column: each of its string values is privatized.
+- JSON nested too deeply for the parser (e.g. 100,000 ``[``) is an error naming the line.
 
 - Text is UTF-8. A leading UTF-8 byte order mark (as Excel writes) is not part of the
   first record and is written back to the output. A UTF-16/UTF-32 byte order mark, an
@@ -53,8 +65,11 @@ Rules shared by every reader:
   4 Mi characters) with an error naming its line or row, before reading more than
   about four times that many bytes of it. Records are rejected, not split: splitting
   a record would change what the privatized text means.
-- ``-`` is standard input or output (streamed, so not atomic).
-- Output: the name must not claim another format (``out.xlsx`` is refused); stale
+- ``-`` is standard input or output (streamed, so not atomic); a closed one (``<&-``,
+  ``>&-``) is a parameter error. In the CLI, a reader that goes away (``-o - | head``)
+  stops the run quietly with exit code 141 (128 + SIGPIPE, as ``cat`` or ``grep``).
+- Output: the name must be ``-`` or a file name (``""``, ``.``, ``..`` or a name ending in
+  ``/`` is a parameter error) and must not claim another format (``out.xlsx`` is refused); stale
   temporaries of the same output left by a killed run are removed; SIGTERM / SIGHUP /
   SIGINT remove the temporary; the final file has the mode a plain write would give
   (0666 minus the umask, or the mode of the file it replaces).

@@ -153,6 +153,10 @@ def _has_lone_surrogate(obj: Any) -> bool:
     return False
 
 
+def too_deep(lineno: int) -> DataError:
+    return DataError(f"line {lineno}: arrays or objects nested too deeply for the JSON parser")
+
+
 def json_object(body: str, lineno: int) -> dict[str, Any]:
     """Parse one JSONL record: strict JSON (no NaN / Infinity / overflowing numbers), valid Unicode, an object."""
     try:
@@ -163,6 +167,8 @@ def json_object(body: str, lineno: int) -> dict[str, Any]:
         raise DataError(f"line {lineno}: {exc}") from None
     except ValueError:  # e.g. an integer with more digits than Python converts
         raise DataError(f"line {lineno}: a number is out of range") from None
+    except RecursionError:
+        raise too_deep(lineno) from None
     if "\\u" in body and _has_lone_surrogate(obj):
         raise DataError(f"line {lineno}: a \\u escape is a lone surrogate, which is not valid Unicode text")
     if not isinstance(obj, dict):

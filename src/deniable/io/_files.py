@@ -19,7 +19,7 @@ from typing import IO, Any
 
 from .._errors import DataError, InvalidParameterError
 from .._progress import progress
-from ._formats import is_gz, is_std
+from ._formats import check_output_name, is_gz, is_std
 
 PARTIAL_SUFFIX = ".partial"
 # mkstemp's random part: 8 characters of [a-z0-9_]; ours are prefixed by the writer's pid
@@ -86,6 +86,8 @@ def open_input(path: str | Path) -> Iterator[tuple[IO[bytes], Callable[[], int],
     offset); a UTF-16/UTF-32 byte order mark is refused.
     """
     if is_std(path):
+        if sys.stdin is None:  # started with standard input closed (`<&-`)
+            raise InvalidParameterError("input", "-", "a file, or - with standard input open (it is closed)")
         _check_encoding(sys.stdin.buffer, "<stdin>")
         yield sys.stdin.buffer, lambda: 0, None
         return
@@ -236,9 +238,12 @@ def atomic_output(path: str | Path, *, input_path: str | Path | None = None) -> 
     ``-`` is standard output (streamed). ``.gz`` output is compressed.
     """
     if is_std(path):
+        if sys.stdout is None:  # started with standard output closed (`>&-`)
+            raise InvalidParameterError("output", "-", "a file, or - with standard output open (it is closed)")
         yield sys.stdout.buffer
         sys.stdout.buffer.flush()
         return
+    check_output_name(path)
     dst = Path(path)
     if input_path is not None and not is_std(input_path):
         with contextlib.suppress(OSError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from .._errors import DataError, InvalidParameterError
@@ -55,12 +56,22 @@ def detect_format(path: str | Path, format: str | None = None) -> str:
     )
 
 
+def check_output_name(dst: str | Path) -> None:
+    """An output is ``-`` or names a file: not empty, ``.``, ``..`` or a name ending in a slash (a parameter error)."""
+    text = os.fspath(dst)
+    if is_std(text):
+        return
+    if Path(text).name in ("", ".", "..") or text.endswith(("/", os.sep)):
+        raise InvalidParameterError("output", text, "a file name, or - for standard output")
+
+
 def check_output_format(dst: str | Path, fmt: str, format: str | None) -> None:
     """The output file's name must not claim another format than the one written.
 
     A name with a known suffix must name ``fmt``; with ``format=None`` a name with an
     unknown suffix (``out.xlsx``) is refused too. A name without a suffix is accepted.
     """
+    check_output_name(dst)
     if is_std(dst) or format is not None:
         return
     suffix, out_fmt = suffix_format(dst)

@@ -9,6 +9,7 @@ from typing import Any
 
 from .._errors import DataError, InvalidParameterError
 from .._progress import progress
+from ._columns import check_unique_columns
 from ._decode import csv_header, csv_reader, csv_records, decoded_lines, json_object, ragged, too_long
 from ._files import open_input_with_progress
 from ._formats import detect_format, is_std
@@ -90,6 +91,7 @@ def _csv_rows(stream: Any, columns: list[str] | None, delimiter: str) -> Iterato
             raise InvalidParameterError(
                 "column", c, "a column of the input's header row: " + ", ".join(repr(h) for h in header)
             )
+    check_unique_columns(header, columns, "the header row")
     positions = [header.index(c) for c in names]
     yield names
     for row_number, row in csv_records(reader):
@@ -143,6 +145,7 @@ def _parquet_batches(
     pf = open_parquet(path)
     schema = pf.schema_arrow
     names = list(schema.names) if columns is None else columns
+    check_unique_columns(schema.names, columns, "the Parquet schema")
     for c in names:
         if c not in schema.names:
             raise InvalidParameterError(

@@ -13,11 +13,16 @@ from typing import IO, Any, TypeVar
 
 from .._errors import DataError, InvalidParameterError
 from .._progress import progress
-from ._decode import csv_header, csv_reader, csv_records, decoded_lines, json_object, ragged, too_long
+from ._columns import check_unique_columns
+from ._decode import csv_header, csv_reader, csv_records, decoded_lines, json_object, ragged, too_deep, too_long
 from ._files import atomic_output, open_input_with_progress
 from ._formats import check_output_format, detect_format, is_std
 
 TextFn = Callable[[list[str]], list[str]]
+#: where each value of a batch is: (its record's index in the input, its column name; "" for text lines)
+Units = list[tuple[int, str]]
+#: ``fn(texts, units)``: the batch's texts and where each one is (``transform_file(keyed=True)``)
+KeyedTextFn = Callable[[list[str], Units], list[str]]
 T = TypeVar("T")
 
 #: default limit on one record's text (a line, a CSV row, a JSON record, a Parquet cell)
@@ -60,13 +65,20 @@ def _batched(
 
 # --------------------------------------------------------------------------- txt
 def _txt(
-    src: IO[bytes], dst: IO[bytes] | None, fn: TextFn, batch_size: int, tick: Callable[[], None], max_chars: int
+    src: IO[bytes], dst: IO[bytes] | None, fn: KeyedTextFn, batch_size: int, tick: Callable[[], None], max_chars: int
 ) -> Iterator[list[str]]:
     """Transform (dst given) or iterate (dst None) text lines; yields batches read."""
+    seen = [0]  # records (lines) before this batch
 
     def flush(batch: list[str]) -> list[str]:
         if dst is not None:
-            dst.write("".join(fn(batch)).encode("utf-8"))
+            units = [(seen[0] + i, "") for i in range(len(batch))]
+            # the line ending is not part of the text (--oov drop would take it with a dropped last word)
+            bodies = [line.rstrip("\r\n") for line in batch]
+            new = fn(bodies, units)
+            out = "".join(t + line[len(b) :] for t, b, line in zip(new, bodies, batch, strict=True))
+            dst.write(out.encode("utf-8"))
+        seen[0] += len(batch)
         return batch
 
     return _batched(decoded_lines(src, dst, max_chars=max_chars), batch_size, flush, tick)
@@ -94,7 +106,7 @@ def _counted(lines: Iterator[str], counter: list[int], max_chars: int, reader: l
 def _csv(
     src: IO[bytes],
     dst: IO[bytes] | None,
-    fn: TextFn,
+    fn: KeyedTextFn,
     columns: list[str],
     delimiter: str,
     batch_size: int,
@@ -127,11 +139,12 @@ def _csv(
                 raise DataError(
                     f"row {written}: the output holds a tab or a line break, which a TSV field cannot represent"
                 )
-            if row == [""]:  # csv refuses an unquoted lone empty field; in plain TSV it is an empty line
-                assert out_text is not None
-                out_text.write(terminator)
-            else:
-                writer.writerow(row)
+            if row == [""]:  # an input record never reads so (that is a blank line): its text became empty
+                raise DataError(
+                    f"row {written}: the output value is empty, which a one-column TSV file cannot hold (an empty "
+                    "line is not a record); write CSV, or keep a word in every value (oov='random')"
+                )
+            writer.writerow(row)
 
     try:
         header = csv_header(reader)
@@ -141,20 +154,26 @@ def _csv(
             raise InvalidParameterError(
                 "column", missing[0], "a column of the input: " + ", ".join(repr(h) for h in header)
             )
+        check_unique_columns(header, columns, "the header row")
         positions = [header.index(c) for c in columns]
         if writer is not None:
             writer.writerow(header)  # a header cell with a tab or line break cannot come from TSV input
 
+        seen = [0]  # records (rows, blank lines included) before this batch
+
         def flush(rows: list[list[str]]) -> list[str]:
             cells: list[tuple[int, int]] = []
             values: list[str] = []
+            units: Units = []
             for r, row in enumerate(rows):
                 if row:  # a blank line has no cells
-                    for p in positions:
+                    for j, p in enumerate(positions):
                         cells.append((r, p))
                         values.append(row[p])
+                        units.append((seen[0] + r, columns[j]))
+            seen[0] += len(rows)
             if writer is not None:
-                new = fn(values) if values else []
+                new = fn(values, units) if values else []
                 for (r, p), v in zip(cells, new, strict=True):
                     rows[r][p] = v
                 write_rows(rows)
@@ -179,15 +198,15 @@ _JSON_WS = re.compile(r"[ \t\n\r]*")
 _JSON_SKIP = json.JSONDecoder()
 
 
-def _string_spans(body: str, columns: list[str]) -> list[tuple[int, int, str]]:
-    """``(start, end, value)`` of every top-level string value of ``columns`` in ``body``.
+def _string_spans(body: str, columns: list[str]) -> list[tuple[int, int, str, str]]:
+    """``(start, end, value, key)`` of every top-level string value of ``columns`` in ``body``.
 
     ``body`` is a JSON object already validated by :func:`json.loads`; ``start:end`` is the
     quoted string token, so the rest of the line can be kept byte for byte. A repeated
     key yields one span per occurrence (each is privatized).
     """
     wanted = set(columns)
-    spans: list[tuple[int, int, str]] = []
+    spans: list[tuple[int, int, str, str]] = []
     i = _JSON_WS.match(body, 0).end() + 1  # type: ignore[union-attr]  # past "{"
     i = _JSON_WS.match(body, i).end()  # type: ignore[union-attr]
     if body[i] == "}":
@@ -198,7 +217,7 @@ def _string_spans(body: str, columns: list[str]) -> list[tuple[int, int, str]]:
         i = _JSON_WS.match(body, i).end()  # type: ignore[union-attr]
         if key in wanted and body[i] == '"':
             value, end = json.decoder.scanstring(body, i + 1)  # type: ignore[attr-defined]
-            spans.append((i, end, value))
+            spans.append((i, end, value, key))
             i = end
         else:
             _, i = _JSON_SKIP.raw_decode(body, i)
@@ -208,26 +227,41 @@ def _string_spans(body: str, columns: list[str]) -> list[tuple[int, int, str]]:
         i = _JSON_WS.match(body, i + 1).end()  # type: ignore[union-attr]  # past ","
 
 
+def _occurrence(key: str, j: int, spans: list[tuple[int, int, str, str]]) -> str:
+    """The column a span names in a record's units: its key, then ``key\\x00N`` for the N-th repeat
+    of the key in the record (each repeated value is privatized, each from its own stream)."""
+    n = sum(1 for _, _, _, k in spans[:j] if k == key)
+    return key if n == 0 else f"{key}\x00{n}"
+
+
 def _jsonl(
     src: IO[bytes],
     dst: IO[bytes] | None,
-    fn: TextFn,
+    fn: KeyedTextFn,
     columns: list[str],
     batch_size: int,
     tick: Callable[[], None],
     max_chars: int,
 ) -> Iterator[list[str]]:
     # a record: (text spans of the record, or None for a blank line; the line body; its line ending)
-    Record = tuple[list[tuple[int, int, str]] | None, str, str]
+    Record = tuple[list[tuple[int, int, str, str]] | None, str, str]
+    seen = [0]  # records (lines, blank ones included) before this batch
 
     def flush(batch: list[Record]) -> list[str]:
-        values = [v for spans, _, _ in batch if spans for _, _, v in spans]
+        values = [v for spans, _, _ in batch if spans for _, _, v, _ in spans]
+        units: Units = [
+            (seen[0] + r, _occurrence(k, j, spans))
+            for r, (spans, _, _) in enumerate(batch)
+            if spans
+            for j, (_, _, _, k) in enumerate(spans)
+        ]
+        seen[0] += len(batch)
         if dst is not None:
-            new = iter(fn(values) if values else [])
+            new = iter(fn(values, units) if values else [])
             parts = []
             for spans, body, ending in batch:
                 at = 0
-                for start, end, old in spans or ():
+                for start, end, old, _ in spans or ():
                     value = next(new)
                     parts.append(body[at:start])
                     parts.append(body[start:end] if value == old else json.dumps(value, ensure_ascii=False))
@@ -251,7 +285,11 @@ def _jsonl(
                     )
                 if obj[c] is not None and not isinstance(obj[c], str):
                     raise DataError(f"line {lineno}: column {c!r} holds a {type(obj[c]).__name__}, not text")
-            yield (_string_spans(body, columns), body, ending)
+            try:
+                spans = _string_spans(body, columns)
+            except RecursionError:  # json.loads above passed at the very limit
+                raise too_deep(lineno) from None
+            yield (spans, body, ending)
 
     return _batched(records(), batch_size, flush, tick)
 
@@ -260,7 +298,7 @@ def _jsonl(
 def _parquet(
     path: str | Path,
     dst: IO[bytes] | None,
-    fn: TextFn,
+    fn: KeyedTextFn,
     columns: list[str],
     batch_size: int,
     advance: Callable[[float], None],
@@ -272,6 +310,7 @@ def _parquet(
 
     pf = open_parquet(path)
     schema = pf.schema_arrow
+    check_unique_columns(schema.names, columns, "the Parquet schema")
     for c in columns:
         if c not in schema.names:
             raise InvalidParameterError(
@@ -289,7 +328,8 @@ def _parquet(
             lists = {c: parquet_strings(table.column(c), c, first_row, max_chars) for c in columns}
             flat = [v for c in columns for v in lists[c] if v is not None]
             if writer is not None:
-                new = iter(fn(flat) if flat else [])
+                units = [(first_row + i, c) for c in columns for i, v in enumerate(lists[c]) if v is not None]
+                new = iter(fn(flat, units) if flat else [])
                 for c in columns:
                     col = [None if v is None else next(new) for v in lists[c]]
                     arr = pa.array(col, type=schema.field(c).type)
@@ -307,17 +347,21 @@ def _parquet(
 def transform_file(
     src: str | Path,
     dst: str | Path,
-    fn: TextFn,
+    fn: TextFn | KeyedTextFn,
     *,
     columns: Sequence[str] | None = None,
     format: str | None = None,
     batch_size: int = 1000,
     show_progress: bool | None = None,
     max_record_chars: int = MAX_RECORD_CHARS,
+    keyed: bool = False,
 ) -> IOStats:
     """Stream ``src`` to ``dst``, replacing the text of ``columns`` with ``fn(texts)``.
 
-    ``fn`` gets a list of strings per batch and must return as many. The output has
+    ``fn`` gets a list of strings per batch and must return as many. ``keyed=True``: it is
+    called as ``fn(texts, units)``, ``units[i]`` saying where ``texts[i]`` is: (its record's
+    index in the input -- line, row or JSON line, blank ones counted; Parquet row --, its
+    column name, ``""`` for plain text), the same whatever ``batch_size``. The output has
     the input's format; it appears only when the whole input was processed. A record
     (line, CSV row, JSON line, Parquet cell) longer than ``max_record_chars`` characters
     is a :class:`DataError` naming it, raised before it is held in memory.
@@ -328,8 +372,8 @@ def transform_file(
     max_chars = _check_max(max_record_chars)
     stats = IOStats()
 
-    def counted(texts: list[str]) -> list[str]:
-        out = fn(texts)
+    def counted(texts: list[str], units: Units) -> list[str]:
+        out = fn(texts, units) if keyed else fn(texts)  # type: ignore[call-arg]
         if len(out) != len(texts):  # pragma: no cover - internal contract
             raise DataError("internal error: the transform changed the number of values")
         stats.values += len(texts)
@@ -365,14 +409,14 @@ def iter_texts(
     fmt = detect_format(src, format)
     cols = check_columns(columns, fmt)
     max_chars = _check_max(max_record_chars)
-    yield from _iter(src, fmt, cols, lambda t: t, None, batch_size, show_progress, max_chars)
+    yield from _iter(src, fmt, cols, lambda t, _: t, None, batch_size, show_progress, max_chars)
 
 
 def _iter(
     src: str | Path,
     fmt: str,
     cols: list[str],
-    fn: TextFn,
+    fn: KeyedTextFn,
     out: IO[bytes] | None,
     batch_size: int,
     show_progress: bool | None,

@@ -63,6 +63,13 @@ class Option:
         codes): it is handed to the constructor, which checks it. Never from a client.
     note
         Appended to the "what is allowed" text of errors (e.g. why a choice is missing).
+    at_most_vocabulary
+        A count of words that may not exceed the vocabulary size: the mechanism checks it
+        where the embedding is known (:meth:`check_vocabulary`), on top of ``high``.
+    unprotected
+        The values that release input outside the privacy guarantee (e.g. ``oov="keep"``).
+        The rule (:meth:`offered_to_clients`): an operator may offer such a value to untrusted
+        clients only by an explicit, warned opt-in; every other value is protected.
     """
 
     name: str
@@ -79,6 +86,35 @@ class Option:
     flag: str | None = None
     objects: bool = False
     note: str = ""
+    at_most_vocabulary: bool = False
+    unprotected: tuple[Any, ...] = ()
+
+    def protected(self, value: object) -> bool:
+        """Whether ``value`` stays within the privacy guarantee (not one of :attr:`unprotected`)."""
+        return value not in self.unprotected
+
+    def offered_to_clients(self, values: object, *, allow_unprotected: bool, prefix: str = "") -> tuple[Any, ...]:
+        """``values`` (one or a list) checked as an operator's offer of this option to untrusted clients.
+
+        The one rule for every client-settable option and policy: the option must be
+        client-settable, and a value that is not protected (:attr:`unprotected`) is
+        operator-only unless ``allow_unprotected`` (the operator's explicit opt-in, which the
+        caller warns about and states). Duplicates dropped, order kept (the first is the default).
+        """
+        name = prefix + self.name
+        if not self.client:
+            raise InvalidParameterError(name, "offered", "an option a client may set")
+        vals = values if isinstance(values, list | tuple) else [values]
+        if not vals:
+            raise InvalidParameterError(name, "[]", "at least one value")
+        out = tuple(dict.fromkeys(self.check(v, prefix=prefix) for v in vals))
+        unsafe = [v for v in out if not self.protected(v)]
+        if unsafe and not allow_unprotected:
+            shown = ", ".join(repr(v) if isinstance(v, str) else str(v) for v in unsafe)
+            raise InvalidParameterError(
+                name, shown, "protected values only: set allow_unprotected = true to offer it (NOT protected; warned)"
+            )
+        return out
 
     def __post_init__(self) -> None:
         if self.type not in OPTION_TYPES:
@@ -109,6 +145,8 @@ class Option:
                 parts.append(f"{'>' if self.low_open else '>='} {self.low:g}")
             if self.high is not None:
                 parts.append(f"{'<' if self.high_open else '<='} {self.high:g}")
+            if self.at_most_vocabulary:
+                parts.append("at most the vocabulary size")
             text = kind + (" " + " and ".join(parts) if parts else "")
         elif self.type is bool:
             text = "true or false"
@@ -128,6 +166,8 @@ class Option:
             d["minimum" if not self.low_open else "exclusive_minimum"] = self.low
         if self.high is not None:
             d["maximum" if not self.high_open else "exclusive_maximum"] = self.high
+        if self.unprotected:
+            d["unprotected"] = list(self.unprotected)
         return d
 
     def check(self, value: object, *, client: bool = False, prefix: str = "") -> Any:
@@ -162,6 +202,13 @@ class Option:
         if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
             raise fail()
         return dict(value)
+
+    def check_vocabulary(self, value: Any, size: int) -> Any:
+        """``value`` (already :meth:`check`-ed), or :class:`InvalidParameterError` naming the option when it
+        exceeds the vocabulary size ``size`` (only for an ``at_most_vocabulary`` option)."""
+        if self.at_most_vocabulary and value is not None and value > size:
+            raise InvalidParameterError(self.name, value, f"{self.allowed()} ({size:,} words here)")
+        return value
 
     def _check_number(self, value: object, fail: Any) -> Any:
         import numpy as np

@@ -4,13 +4,19 @@
 same shape, each element drawn independently from the mechanism's output
 distribution for that input. It never keeps state between calls: the generator is
 an argument, so one mechanism object is safe to share across threads and requests.
+
+``privatize_records(records, generators) -> list of ids`` privatizes several records, each
+from its own generator (keyed runs: a record's output is a function of its own stream only,
+whatever batch it is in). The default privatizes record by record; a mechanism that adds
+noise then decodes draws each record's noise from its stream and decodes all of them in one
+batched call (:meth:`Mechanism._privatize_records`).
 """
 
 from __future__ import annotations
 
 import abc
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 import numpy as np
@@ -75,6 +81,40 @@ class Mechanism(abc.ABC):
     @abc.abstractmethod
     def _privatize(self, ids: npt.NDArray[np.int64], rng: np.random.Generator) -> npt.NDArray[np.int64]:
         """The hot path: ``ids`` is a validated, non-empty 1-d int64 array."""
+
+    def privatize_records(
+        self, records: Sequence[npt.ArrayLike], generators: Sequence[np.random.Generator]
+    ) -> list[npt.NDArray[np.int64]]:
+        """Privatize each record (an array of word ids) with its own generator, as 1-d int64 arrays.
+
+        Record ``i``'s output depends only on ``records[i]`` and ``generators[i]`` (never on
+        the other records, nor on how records are grouped in calls): what makes a keyed run's
+        output the same whatever its batch size, processes or partitioning.
+        """
+        from .._errors import InvalidParameterError
+
+        if len(records) != len(generators):
+            raise InvalidParameterError("generators", len(generators), f"one generator per record ({len(records)})")
+        arrays = [self.embedding.check_ids(r).ravel() for r in records]
+        for g in generators:
+            if not isinstance(g, np.random.Generator):
+                raise InvalidParameterError("generators", type(g).__name__, "numpy Generators")
+        out: list[npt.NDArray[np.int64] | None] = [None] * len(arrays)
+        full = [i for i, a in enumerate(arrays) if a.size]
+        for i, a in enumerate(arrays):
+            if not a.size:
+                out[i] = np.empty(0, dtype=np.int64)
+        if full:
+            done = self._privatize_records([arrays[i] for i in full], [generators[i] for i in full])
+            for i, res in zip(full, done, strict=True):
+                out[i] = res
+        return out  # type: ignore[return-value]
+
+    def _privatize_records(
+        self, records: list[npt.NDArray[np.int64]], generators: list[np.random.Generator]
+    ) -> list[npt.NDArray[np.int64]]:
+        """Validated, non-empty 1-d records. Default: :meth:`_privatize` per record (any mechanism)."""
+        return [self._privatize(r, g) for r, g in zip(records, generators, strict=True)]
 
     def distribution(self, w: int | str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
         """The exact output distribution of word ``w``: ``(ids, probabilities)``.

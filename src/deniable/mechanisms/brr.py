@@ -217,8 +217,12 @@ class HammingDecoder:
         """Number of words whose code is shared with another word."""
         return int(self.counts[self.counts > 1].sum())
 
-    def nearest_codes(self, noisy: npt.ArrayLike, rng: np.random.Generator) -> npt.NDArray[np.int64]:
-        """For each packed query, a distinct-code id at minimum Hamming distance (ties uniform)."""
+    def nearest_codes(self, noisy: npt.ArrayLike, rng: np.random.Generator | np.ndarray) -> npt.NDArray[np.int64]:
+        """For each packed query, a distinct-code id at minimum Hamming distance (ties uniform).
+
+        ``rng``: a generator, or per-query uniform draws (an ``(n, 3)`` array: keyed records
+        draw theirs from their own streams; see :func:`_integers`).
+        """
         q = np.ascontiguousarray(check_codes(noisy, name="noisy codes"))
         if q.shape[1] * 8 != self.bits:
             raise InvalidParameterError("noisy codes", f"{q.shape[1] * 8}-bit codes", f"{self.bits}-bit codes")
@@ -227,11 +231,17 @@ class HammingDecoder:
         out, found = self._nearest(index, q, rng, exact=exact)
         lost = np.nonzero(~found)[0]
         if lost.size:  # HNSW found no code at all for these rows: exact search (still post-processing)
-            out[lost], _ = self._nearest(self._exact_index(), q[lost], rng, exact=True)
+            out[lost], _ = self._nearest(self._exact_index(), q[lost], rng, exact=True, rows=lost)
         return out
 
     def _nearest(
-        self, index: CodeIndex, q: np.ndarray, rng: np.random.Generator, *, exact: bool
+        self,
+        index: CodeIndex,
+        q: np.ndarray,
+        rng: np.random.Generator | np.ndarray,
+        *,
+        exact: bool,
+        rows: npt.NDArray[np.int64] | None = None,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
         """Code ids at the smallest distance found (ties uniform) and which rows found any code.
 
@@ -247,7 +257,8 @@ class HammingDecoder:
         ties = (dist == d0) & valid
         count = ties.sum(axis=1)
         found = count > 0
-        pick = rng.integers(0, np.maximum(count, 1))
+        where = np.arange(n) if rows is None else rows  # q's rows among the draws
+        pick = _integers(rng, np.maximum(count, 1), where, 0)
         col = np.argmax(np.cumsum(ties, axis=1) > pick[:, None], axis=1)
         out = np.where(found, ids[np.arange(n), col], -1).astype(np.int64)
         if exact and k < self.n_codes:
@@ -256,15 +267,29 @@ class HammingDecoder:
             if full.size:
                 radii = d0[full, 0]
                 for r in np.unique(radii).tolist():
-                    rows = full[radii == r]
-                    lims, _, rid = index.range_search(q[rows], int(r) + 1)
-                    out[rows] = rid[lims[:-1] + rng.integers(0, np.diff(lims))]
+                    tied = full[radii == r]
+                    lims, _, rid = index.range_search(q[tied], int(r) + 1)
+                    out[tied] = rid[lims[:-1] + _integers(rng, np.diff(lims), where[tied], 1)]
         return out, found
 
-    def decode(self, noisy: npt.ArrayLike, rng: np.random.Generator) -> npt.NDArray[np.int64]:
+    def decode(self, noisy: npt.ArrayLike, rng: np.random.Generator | np.ndarray) -> npt.NDArray[np.int64]:
         """Word ids: a nearest code (ties uniform), then a uniform word among those sharing it."""
         g = self.nearest_codes(noisy, rng)
-        return self.members[self.starts[g] + rng.integers(0, self.counts[g])]
+        return self.members[self.starts[g] + _integers(rng, self.counts[g], np.arange(g.size), 2)]
+
+
+#: uniform draws a keyed record makes per token for the decode's ties (:func:`_integers`)
+DECODE_DRAWS = 3
+
+
+def _integers(
+    rng: np.random.Generator | np.ndarray, high: npt.NDArray[np.integer], rows: npt.NDArray[np.int64], col: int
+) -> npt.NDArray[np.int64]:
+    """Uniform integers in ``[0, high)``: from ``rng``, or from pre-drawn uniforms ``rng[rows, col]``."""
+    if isinstance(rng, np.random.Generator):
+        return np.asarray(rng.integers(0, high), dtype=np.int64)
+    h = np.asarray(high, dtype=np.int64)
+    return np.minimum((rng[rows, col] * h).astype(np.int64), np.maximum(h - 1, 0))
 
 
 @dataclass(frozen=True, eq=False)
@@ -324,7 +349,15 @@ class BinaryRandomizedResponse(Mechanism):
             objects=True,
             help="how codes are made (random = simhash)",
         ),
-        Option("seed", int, 0, low=0, flag="--binarizer-seed", help="seed of the binarizer's training (public)"),
+        Option(
+            "seed",
+            int,
+            0,
+            low=0,
+            high=2**63 - 1,
+            flag="--binarizer-seed",
+            help="seed of the binarizer's training (public)",
+        ),
         Option(
             "index",
             str,
@@ -333,7 +366,7 @@ class BinaryRandomizedResponse(Mechanism):
             client=True,
             help="Hamming search, exact (flat) or approximate (hnsw)",
         ),
-        Option("batch_size", int, 8192, low=1, cli=False, help="tokens per block (bounds memory)"),
+        Option("batch_size", int, 8192, low=1, high=1 << 24, cli=False, help="tokens per block (bounds memory)"),
         Option("binarizer_options", dict, None, cli=False, help="hyper-parameters of the binarizer"),
         Option("show_progress", bool, None, cli=False, help="progress bar while training codes"),
     )
@@ -530,6 +563,21 @@ class BinaryRandomizedResponse(Mechanism):
                 for s in range(0, ids.size, self.batch_size)
             ]
         )
+
+    def _privatize_records(
+        self, records: list[npt.NDArray[np.int64]], generators: list[np.random.Generator]
+    ) -> list[npt.NDArray[np.int64]]:
+        """Each record's flips and tie draws from its own stream; one batched decode for them all."""
+        decoder = self.prepare().decoder
+        noisy = np.concatenate([self._noisy(r, g) for r, g in zip(records, generators, strict=True)])
+        draws = np.concatenate([g.random((r.size, DECODE_DRAWS)) for r, g in zip(records, generators, strict=True)])
+        out = np.concatenate(
+            [
+                decoder.decode(noisy[s : s + self.batch_size], draws[s : s + self.batch_size])
+                for s in range(0, noisy.shape[0], self.batch_size)
+            ]
+        )
+        return list(np.split(out, np.cumsum([r.size for r in records])[:-1]))
 
     def distance(self, w: int, w2: int) -> float:
         return float(hamming(self.codes[w], self.codes[w2]))

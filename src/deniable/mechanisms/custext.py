@@ -24,13 +24,28 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from .._validation import check_bool, check_epsilon, check_int
+from .._validation import check_bool, check_epsilon
 from ..embedding import Embedding
 from ..metrics import unit_rows
 from ._options import Option
 from .base import Mechanism
 
-__all__ = ["CusText", "CusTextPlus", "customized_mapping"]
+__all__ = ["K_MAX", "CusText", "CusTextPlus", "customized_mapping"]
+
+#: The largest output set: the tables are ``(V, k)`` (about 3 GB of float64 and int64 tables at
+#: k = 256 on the default 336k-word vocabulary, and a mapping that takes minutes to build).
+K_MAX = 256
+_K = Option(
+    "k",
+    int,
+    20,
+    low=1,
+    high=K_MAX,
+    at_most_vocabulary=True,
+    client=True,
+    flag="--custext-k",
+    help="size of each customized output set",
+)
 
 
 def customized_mapping(vectors: npt.ArrayLike, k: int, *, leaders_per_block: int = 1024) -> npt.NDArray[np.int64]:
@@ -96,7 +111,8 @@ class CusText(Mechanism):
     embedding, epsilon
         The vocabulary (frequency-ordered rows) and the privacy parameter.
     k
-        Size of each output set (the paper's K).
+        Size of each output set (the paper's K): 1 to :data:`K_MAX`, and at most the vocabulary size
+        (the default, 20, becomes the vocabulary size on a smaller vocabulary).
 
     Guarantee: ``Pr[M(x)=y] <= e^epsilon Pr[M(x')=y]`` for x, x' in the same output set;
     no bound between words of different sets (``guarantee`` returns infinity there).
@@ -116,14 +132,17 @@ class CusText(Mechanism):
     cache: bool = True
 
     options: ClassVar[tuple[Option, ...]] = (
-        Option("k", int, 20, low=1, client=True, flag="--custext-k", help="size of each customized output set"),
+        _K,
         Option("cache", bool, True, cli=False, help="keep the mapping on disk (public: built from the embedding)"),
     )
 
     def __post_init__(self) -> None:
         Embedding.check(self.embedding)  # a device vocabulary: "holds binary codes only"
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
-        object.__setattr__(self, "k", check_int("k", self.k, minimum=1))
+        k = int(_K.check(self.k))
+        if k == _K.default:  # the default on a vocabulary smaller than it: the whole vocabulary (one set)
+            k = min(k, self.embedding.size)
+        object.__setattr__(self, "k", int(_K.check_vocabulary(k, self.embedding.size)))
         check_bool("cache", self.cache)
         _ = self.embedding.vectors
         stop = np.zeros(self.embedding.size, dtype=bool)
@@ -184,7 +203,9 @@ class CusText(Mechanism):
         span = hi - lo
         score = np.where(span > 0, (cos - lo) / np.where(span > 0, span, 1.0), 1.0)
         w = np.where(valid, np.exp(self.epsilon / 2.0 * (score - 1.0)), 0.0)
-        cum = np.cumsum(w / w.sum(axis=1, keepdims=True), axis=1)
+        # capped at 1: a rounded-up partial sum would give distribution() a negative last probability
+        # (the sampler, which compares a uniform in [0, 1) with it, draws the same either way)
+        cum = np.minimum(np.cumsum(w / w.sum(axis=1, keepdims=True), axis=1), 1.0)
         cum[:, -1] = 1.0
         return _Tables(outputs=outputs, cum=cum, group_of=group_of)
 

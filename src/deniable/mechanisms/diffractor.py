@@ -15,7 +15,8 @@ diffractor``), the nearest neighbours of every word found in blocks by the index
   (``Pr[G = k] = (1 - a) a^k``, ``a = exp(-epsilon)``; the paper's ``p = 1 - exp(-eps)``),
   i.e. two-sided geometric (discrete Laplace) noise, clipped to the list's ends.
   ``Pr[j] = (1-a)/(1+a) a^|j-x|`` inside, ``a^x/(1+a)`` at ``j = 0`` and
-  ``a^(n-1-x)/(1+a)`` at ``j = n-1``.
+  ``a^(n-1-x)/(1+a)`` at ``j = n-1``. Sampled as the magnitude and sign of ``G1 - G2``
+  (:func:`two_sided_geometric`), the magnitude capped at ``n``, which clipping makes exact.
 - ``"tem"``: the truncated exponential mechanism on the index distance with a window of
   ``gamma`` positions: ``Pr[j] ∝ exp(-epsilon/2 * min(|j - x|, gamma))`` (positions within
   ``gamma`` scored by their distance, every other one through the ⊥ element, as in seed 004).
@@ -32,9 +33,10 @@ mechanism with score ``-min(|j - x|, gamma)``, of sensitivity ``|x - x'|``. For 
 ``Pr[M(w) = y] = (1/L) sum_l P_l(w, y) <= exp(epsilon max_l d_l) Pr[M(w') = y]``. Both are
 checked exactly (:meth:`distribution`) in tests/test_mech_diffractor.py.
 
-**Time**: the sampler does the same work for every token (one list choice, two exponential
-draws or a fixed window of ``2 gamma + 1`` weights and one uniform draw), with no per-word
-state between calls: its time depends on the number of tokens only.
+**Time**: the sampler does the same work for every token (one list choice; two exponential
+draws and a uniform, or a fixed window of ``2 min(gamma, n - 1) + 1`` weights and two uniform
+draws, the tokens taken in blocks of bounded size), with no per-word state between calls: its
+time depends on the number of tokens (and the public parameters) only.
 """
 
 from __future__ import annotations
@@ -57,7 +59,16 @@ from .base import Mechanism
 if TYPE_CHECKING:
     from ..embedding import Vocabulary
 
-__all__ = ["LIST_KIND", "NOISES", "Diffractor", "build_list_artefact", "greedy_walk", "list_params"]
+__all__ = [
+    "LIST_KIND",
+    "NOISES",
+    "Diffractor",
+    "build_list_artefact",
+    "geometric_zero_threshold",
+    "greedy_walk",
+    "list_params",
+    "two_sided_geometric",
+]
 
 #: The prepared-artefact kind of one list (``order.npy``: word ids in list order; ``position.npy``).
 LIST_KIND = "diffractor-list"
@@ -66,6 +77,36 @@ WALK_INDEXES = ("auto", "exact", "flat", "hnsw")
 #: ``index="auto"``: exact faiss flat search up to this many words, the prepared HNSW index above.
 AUTO_FLAT_MAX = 60_000
 _QUERY_BLOCK = 4096
+#: TEM noise: at most this many window cells (tokens x (2 gamma + 1)) at a time
+_WINDOW_BLOCK = 1 << 21
+
+
+def geometric_zero_threshold(epsilon: float) -> float:
+    """``t`` with ``Pr[E < t] = (1 - a) / (1 + a) = tanh(epsilon / 2)`` for ``E`` standard exponential.
+
+    ``t = log((1 + e^epsilon) / 2)``, computed without cancellation at either end.
+    """
+    if epsilon < 1.0:
+        return -math.log1p(-math.tanh(epsilon / 2.0))
+    return epsilon - math.log(2.0) + math.log1p(math.exp(-epsilon))
+
+
+def two_sided_geometric(epsilon: float, cap: int, size: int, rng: np.random.Generator) -> npt.NDArray[np.int64]:
+    """``size`` draws of ``D``, ``Pr[D = d] = (1 - a)/(1 + a) a^|d|`` (``a = exp(-epsilon)``), ``|D| <= cap``.
+
+    The law of ``G1 - G2`` for ``G1, G2`` i.i.d. geometric, drawn as a magnitude and a sign:
+    ``|D| = 0`` with probability ``tanh(epsilon/2)`` (an exponential below
+    :func:`geometric_zero_threshold`), else ``|D| = 1 + floor(E / epsilon)`` (``Pr[|D| >= k | |D| >= 1]
+    = a^(k-1)``) with a fair sign. Capping ``|D|`` at ``cap`` (the list's length ``n``) is exact
+    after clipping ``x + D`` to ``[0, n - 1]``: every ``|D| >= n`` lands on the same end. (Capping
+    ``G1`` and ``G2`` each before the difference is not: it turns two large draws into a small
+    difference, issue 40.) Three draws per value, whatever the value: the same work for every token.
+    """
+    e = rng.standard_exponential((2, size))
+    sign = rng.random(size) < 0.5
+    mag = np.minimum(np.floor(np.minimum(e[1] / epsilon, float(cap))) + 1.0, float(cap)).astype(np.int64)
+    mag = np.where(e[0] < geometric_zero_threshold(epsilon), 0, mag)
+    return np.where(sign, mag, -mag)
 
 
 def _check_gamma(value: object) -> float:
@@ -276,10 +317,19 @@ class Diffractor(Mechanism):
         n = self.embedding.size
         m = x.size
         if self.noise == "geometric":
-            e = rng.standard_exponential((2, m))
-            geo = np.floor(np.minimum(e / self.epsilon, float(n)))  # geometric, Pr[G >= k] = exp(-eps k)
-            return np.clip(x + (geo[0] - geo[1]).astype(np.int64), 0, n - 1)
-        g = math.floor(self.gamma)
+            return np.clip(x + two_sided_geometric(self.epsilon, n, m, rng), 0, n - 1)
+        # offsets beyond n - 1 are outside every list: the window's width is at most 2n - 1, and
+        # the tokens go through it in blocks of a bounded size (the same work for every token)
+        g = min(math.floor(self.gamma), n - 1)
+        rows = max(1, _WINDOW_BLOCK // (2 * g + 1))
+        if m <= rows:
+            return self._sample_window(x, g, rng)
+        return np.concatenate([self._sample_window(x[s : s + rows], g, rng) for s in range(0, m, rows)])
+
+    def _sample_window(self, x: npt.NDArray[np.int64], g: int, rng: np.random.Generator) -> npt.NDArray[np.int64]:
+        """The TEM noise: inverse CDF over the window of ``2 g + 1`` positions and the ⊥ element."""
+        n = self.embedding.size
+        m = x.size
         offsets = np.arange(-g, g + 1, dtype=np.int64)
         j = x[:, None] + offsets[None, :]
         inside = (j >= 0) & (j < n)

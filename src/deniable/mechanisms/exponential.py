@@ -181,8 +181,18 @@ class ExponentialMechanism(Mechanism):
         Option(
             "metric", str, "euclidean", choices=EM_METRICS, client=True, help="the distance the guarantee is stated in"
         ),
-        Option("block_bytes", int, 128 << 20, low=1, cli=False, help="scratch memory for a block of distance rows"),
-        Option("chunk", int, 2048, low=1, cli=False, help="outputs per chunk of the two-level inverse CDF"),
+        Option(
+            "block_bytes",
+            int,
+            128 << 20,
+            low=1,
+            high=1 << 40,
+            cli=False,
+            help="scratch memory for a block of distance rows",
+        ),
+        Option(
+            "chunk", int, 2048, low=1, high=1 << 24, cli=False, help="outputs per chunk of the two-level inverse CDF"
+        ),
         history_free_option(
             "one distance row per token, no dedup by distinct word: time a function of the token count"
         ),

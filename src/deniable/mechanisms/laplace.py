@@ -130,7 +130,9 @@ class MultivariateLaplace(Mechanism):
             "this epsilon, else exact), exact (numpy), flat (faiss exact) or hnsw (faiss approximate); all "
             "give the same privacy",
         ),
-        Option("batch_size", int, 8192, low=1, cli=False, help="tokens decoded per block (bounds memory)"),
+        Option(
+            "batch_size", int, 8192, low=1, high=1 << 24, cli=False, help="tokens decoded per block (bounds memory)"
+        ),
         Option("index_options", dict, None, cli=False, help="keyword arguments of the index"),
     )
 
@@ -260,22 +262,55 @@ class MultivariateLaplace(Mechanism):
     def _privatize(self, ids: npt.NDArray[np.int64], rng: np.random.Generator) -> npt.NDArray[np.int64]:
         # ids were validated once by Mechanism.privatize; no per-block re-validation here
         out = np.empty(ids.size, dtype=np.int64)
-        vectors, index = self.embedding.vectors, self.search_index
-        far = None
+        vectors = self.embedding.vectors
         for s in range(0, ids.size, self.batch_size):
             block = ids[s : s + self.batch_size]
             noisy = self.noise(block.size, rng)
             noisy += vectors[block]
-            if far is None:
-                far = self._far_limit()
-            big = np.abs(noisy).max(axis=1) > far
-            if big.any():  # tiny epsilon: float32 would lose (or overflow) the differences between words
-                out[s : s + block.size][big] = decode_far(noisy[big], vectors)
-                near = ~big
-                if near.any():
-                    out[s : s + block.size][near] = index.search(noisy[near].astype(np.float32), 1)[1][:, 0]
-            else:
-                out[s : s + block.size] = index.search(noisy.astype(np.float32), 1)[1][:, 0]
+            out[s : s + block.size] = self._decode_noisy(noisy)
+        return out
+
+    def _privatize_records(
+        self, records: list[npt.NDArray[np.int64]], generators: list[np.random.Generator]
+    ) -> list[npt.NDArray[np.int64]]:
+        """Each record's noise from its own stream, then one decode per ``batch_size`` tokens of records."""
+        vectors = self.embedding.vectors
+        out: list[npt.NDArray[np.int64]] = []
+        group: list[npt.NDArray[np.float64]] = []
+        sizes: list[int] = []
+        held = 0
+
+        def flush() -> None:
+            ids = self._decode_noisy(np.concatenate(group) if len(group) > 1 else group[0])
+            out.extend(np.split(ids, np.cumsum(sizes)[:-1]))
+            group.clear()
+            sizes.clear()
+
+        for ids, gen in zip(records, generators, strict=True):
+            noisy = self.noise(ids.size, gen)
+            noisy += vectors[ids]
+            group.append(noisy)
+            sizes.append(ids.size)
+            held += ids.size
+            if held >= self.batch_size:
+                flush()
+                held = 0
+        if group:
+            flush()
+        return out
+
+    def _decode_noisy(self, noisy: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+        """The nearest word of each noisy vector (float64 rows): the index, or :func:`decode_far` far out."""
+        index = self.search_index
+        big = np.abs(noisy).max(axis=1) > self._far_limit()
+        if not big.any():
+            return np.asarray(index.search(noisy.astype(np.float32), 1)[1][:, 0], dtype=np.int64)
+        # tiny epsilon: float32 would lose (or overflow) the differences between words
+        out = np.empty(noisy.shape[0], dtype=np.int64)
+        out[big] = decode_far(noisy[big], self.embedding.vectors)
+        near = ~big
+        if near.any():
+            out[near] = index.search(noisy[near].astype(np.float32), 1)[1][:, 0]
         return out
 
     def _far_limit(self) -> float:

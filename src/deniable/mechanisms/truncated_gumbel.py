@@ -278,7 +278,9 @@ class TruncatedGumbel(Mechanism):
     history_free: bool = False
 
     options: ClassVar[tuple[Option, ...]] = (
-        Option("batch_size", int, 65536, low=1, cli=False, help="tokens per block of the batched sampler"),
+        Option(
+            "batch_size", int, 65536, low=1, high=1 << 24, cli=False, help="tokens per block of the batched sampler"
+        ),
         history_free_option("no dedup by distinct word: time a function of the token count only"),
     )
 
@@ -383,6 +385,53 @@ class TruncatedGumbel(Mechanism):
             noisy[np.arange(kmax)[None, :] >= k[:, None]] = np.inf
             j = np.argmin(noisy, axis=1)
             out[s : s + n] = np.where(k > 0, nbr[inv, j], block)
+        return out
+
+    def _privatize_records(
+        self, records: list[npt.NDArray[np.int64]], generators: list[np.random.Generator]
+    ) -> list[npt.NDArray[np.int64]]:
+        """Each record's k and Gumbel noise from its own stream; one neighbour search per group of records."""
+        law = np.exp(self.k_law)
+        cdf = np.cumsum(law)
+        b, bound = self.scale, self.inter_word.max
+        ks: list[npt.NDArray[np.int64]] = []
+        noises: list[npt.NDArray[np.float64] | None] = []
+        for ids, gen in zip(records, generators, strict=True):
+            k = np.minimum(np.searchsorted(cdf, gen.random(ids.size) * cdf[-1], side="right"), law.size - 1)
+            km = int(k.max())
+            ks.append(k)
+            noises.append(truncated_gumbel_noise(gen, b, bound, (ids.size, km)) if km else None)
+        out: list[npt.NDArray[np.int64]] = []
+        start = 0
+        while start < len(records):
+            stop, held = start, 0
+            while stop < len(records) and (stop == start or held + records[stop].size <= self.batch_size):
+                held += records[stop].size
+                stop += 1
+            block = np.concatenate(records[start:stop])
+            k = np.concatenate(ks[start:stop])
+            kmax = int(k.max())
+            result = block.copy()
+            if kmax:
+                n = block.size
+                if self.history_free:
+                    uniq, inv = block, np.arange(n)
+                else:
+                    uniq, inv = np.unique(block, return_inverse=True)
+                nbr, dist = self.neighbours(uniq, kmax)
+                noise = np.full((n, kmax), np.inf)
+                row = 0
+                for r in range(start, stop):
+                    z = noises[r]
+                    if z is not None:
+                        noise[row : row + z.shape[0], : z.shape[1]] = z
+                    row += records[r].size
+                noisy = dist[inv] + noise
+                noisy[np.arange(kmax)[None, :] >= k[:, None]] = np.inf
+                j = np.argmin(noisy, axis=1)
+                result = np.where(k > 0, nbr[inv, j], block)
+            out.extend(np.split(result.astype(np.int64), np.cumsum([r.size for r in records[start:stop]])[:-1]))
+            start = stop
         return out
 
     def distribution(self, w: int | str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:

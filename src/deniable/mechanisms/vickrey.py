@@ -41,18 +41,22 @@ def second_neighbour_probability(d1: npt.ArrayLike, d2: npt.ArrayLike, t: float)
         return np.where(den > 0, a / np.where(den > 0, den, 1.0), t)
 
 
-def vickrey_decode(noisy: np.ndarray, index: Index, t: float, rng: np.random.Generator) -> npt.NDArray[np.int64]:
+def vickrey_decode(
+    noisy: np.ndarray, index: Index, t: float, rng: np.random.Generator | npt.NDArray[np.float64]
+) -> npt.NDArray[np.int64]:
     """The Vickrey choice between the two nearest words of each noisy vector.
 
     The index returns neighbours nearest first (its contract), so ``[:, 0]`` is w1 and ``[:, 1]`` w2;
-    a vocabulary of one word always returns it.
+    a vocabulary of one word always returns it. ``rng``: a generator, or one uniform [0, 1) draw per
+    noisy vector already drawn (keyed records draw theirs from their own streams).
     """
     if index.ntotal < 2:
         return np.zeros(noisy.shape[0], dtype=np.int64)
     sq, nn = index.search(noisy, 2)
     d = np.sqrt(np.maximum(sq.astype(np.float64), 0.0))
     p2 = second_neighbour_probability(d[:, 0], d[:, 1], t)
-    second = rng.random(noisy.shape[0]) < p2
+    u = rng.random(noisy.shape[0]) if isinstance(rng, np.random.Generator) else np.asarray(rng, dtype=np.float64)
+    second = u < p2
     return np.where(second, nn[:, 1], nn[:, 0]).astype(np.int64)
 
 
@@ -131,6 +135,21 @@ class Vickrey(Mechanism):
             block = ids[s : s + self.batch_size]
             out[s : s + block.size] = vickrey_decode(noise.noisy_vectors(block, rng), noise.search_index, self.t, rng)
         return out
+
+    def _privatize_records(
+        self, records: list[npt.NDArray[np.int64]], generators: list[np.random.Generator]
+    ) -> list[npt.NDArray[np.int64]]:
+        """Each record's noisy vectors and choice draws from its own stream; one decode for them all."""
+        noise = self.noise_mechanism
+        noisy = [noise.noisy_vectors(r, g) for r, g in zip(records, generators, strict=True)]
+        uniforms = [g.random(r.size) for r, g in zip(records, generators, strict=True)]
+        sizes = np.cumsum([r.size for r in records])[:-1]
+        out = np.empty(int(sum(r.size for r in records)), dtype=np.int64)
+        allnoisy, allu = np.concatenate(noisy), np.concatenate(uniforms)
+        for s in range(0, out.size, self.batch_size):
+            e = s + self.batch_size
+            out[s:e] = vickrey_decode(allnoisy[s:e], noise.search_index, self.t, allu[s:e])
+        return list(np.split(out, sizes))
 
     def distance(self, w: int, w2: int) -> float:
         return self.noise_mechanism.distance(w, w2)

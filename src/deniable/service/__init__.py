@@ -59,13 +59,14 @@ def create_app(
     from ._device import DECODE_PATH, install_device_routes
     from ._errors import install_error_handlers
     from ._guard import Guard
-    from ._limits import WORK_PATHS, warn_unpadded
+    from ._limits import WORK_PATHS, warn_unpadded, warn_unprotected
     from ._public import install_public_routes
     from ._state import State
     from ._work import install_work_routes
 
     cfg = config if config is not None else load_config()
     warn_unpadded(cfg)
+    warn_unprotected(cfg)
     state = State(cfg, embedding)
     if not background:
         state.build()

@@ -5,6 +5,13 @@ and the values of the options the registry declares client-settable (``client=Tr
 Everything is checked once, at start-up, against the mechanism registry; a client value
 outside the offer is a 422 naming the field.
 
+Defaults protect (issue 40): a value the registry declares not protected (``unprotected``:
+``oov = "keep"``, ``case = "keep"``) is operator-only. Offering one to clients needs
+``allow_unprotected = true`` (NotPrivateWarning and the log at start-up; ``/v1/mechanisms``
+lists it under ``unprotected``, and a response that used it says so in ``not_protected``).
+The rule is :meth:`deniable.mechanisms.Option.offered_to_clients`, for the policies and for
+every mechanism option alike.
+
 The file is TOML (``.toml``) or JSON (anything else)::
 
     embedding = "/srv/glove"          # optional (default: GloVe 6B 50-d)
@@ -13,10 +20,11 @@ The file is TOML (``.toml``) or JSON (anything else)::
     timeout_s = 10
     body_timeout_s = 10               # the whole body must arrive within this (408 beyond)
     pad_responses = true              # deadline-padded responses (see _timing.py); false: NOT protected
-    pad_recover_s = 60                # a padding budget may halve back at most this often (0: never)
+    pad_recover_s = 30                # a padding budget is back at idle this long after its last miss (0: never)
     allow_non_metric = false          # true: also offer mechanisms whose guarantee is not metric DP
-    oov = ["random", "drop"]
-    case = ["sentence", "lower"]
+    allow_unprotected = false         # true: may offer values that are NOT protected (oov/case "keep"; warned)
+    oov = ["random", "drop"]          # the default; "keep" (verbatim) needs allow_unprotected
+    case = ["sentence", "lower"]      # the default; "keep" (the input's case) needs allow_unprotected
 
     [mechanisms.madlib]
     epsilons = [5, 10, 20, "unchanged<=0.5"]   # a target: resolved to an epsilon at start-up
@@ -100,7 +108,8 @@ class ServiceConfig:
     default_mechanism
         The mechanism of a request that names none.
     oov, case
-        The policies offered (the first is the default).
+        The policies offered (the first is the default). ``"keep"`` releases input verbatim
+        (not protected): offered only with ``allow_unprotected``.
     embedding, vocab_size
         The embedding to load (``None``: the default one).
     max_body_bytes
@@ -124,9 +133,10 @@ class ServiceConfig:
         (:mod:`deniable.service._timing`). ``False``: answers as soon as done, and the time
         may reveal which words were sent (warned, stated in every response).
     pad_recover_s
-        A padding budget that doubled after a slow response may halve back (never below its
-        calibrated start) after 100 fast ones, at most once per this many seconds per size
-        class; 0: never (the strict schedule: the leak bounded by the misses alone).
+        A padding budget that doubled after a slow response (a burst, CPU contention) is back
+        at its calibrated idle value once this many seconds passed without a miss in its size
+        class, for every class: within ``timeout_s + pad_recover_s`` of the end of the load.
+        0: never (the strict schedule: budgets only grow, the leak bounded by the misses alone).
     max_concurrency
         Requests doing work at once per worker process; beyond: 503 with ``Retry-After``.
     explain_draws, explain_top
@@ -137,12 +147,16 @@ class ServiceConfig:
         Offer mechanisms whose guarantee is not metric DP (``guarantee_form`` other than
         ``"metric"``: custext, custext_plus, santext_plus, truncated_gumbel). Refused by
         default; ``/v1/mechanisms`` states each offered mechanism's guarantee form.
+    allow_unprotected
+        Let the offer (``oov``, ``case``, mechanisms' ``client`` values) include values the
+        registry declares not protected (``Option.unprotected``). Refused by default;
+        when on: warned at start-up and listed by ``/v1/mechanisms`` (``unprotected``).
     """
 
     mechanisms: tuple[MechanismOffer, ...]
     default_mechanism: str = ""
-    oov: tuple[str, ...] = ("random", "drop", "keep")
-    case: tuple[str, ...] = ("sentence", "lower", "keep")
+    oov: tuple[str, ...] = ("random", "drop")
+    case: tuple[str, ...] = ("sentence", "lower")
     embedding: str | None = None
     vocab_size: int | None = int_field(None, minimum=1)
     max_body_bytes: int = int_field(1 << 20, minimum=64)
@@ -153,13 +167,16 @@ class ServiceConfig:
     timeout_s: float = 10.0
     body_timeout_s: float = 10.0
     pad_responses: bool = True
-    pad_recover_s: float = 60.0
+    pad_recover_s: float = 30.0
     max_concurrency: int = int_field(8, minimum=1)
     retry_after_s: int = int_field(1, minimum=0)
     explain_draws: int = int_field(2000, minimum=1)
     explain_top: int = int_field(10, minimum=1)
     api_key_digests: tuple[bytes, ...] = field(default=(), repr=False)
     allow_non_metric: bool = False
+    allow_unprotected: bool = False
+    #: per mechanism, each offered client option's unprotected values (from the registry, at start-up)
+    _unsafe: dict[str, dict[str, tuple[Any, ...]]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.mechanisms:
@@ -194,12 +211,46 @@ class ServiceConfig:
             raise InvalidParameterError("pad_recover_s", r, "a finite number of seconds >= 0 (0: never)")
         if not isinstance(self.pad_responses, bool):
             raise InvalidParameterError("pad_responses", self.pad_responses, "true or false")
-        from ..privatizer import CASE_POLICIES, OOV_POLICIES
+        if not isinstance(self.allow_unprotected, bool):
+            raise InvalidParameterError("allow_unprotected", self.allow_unprotected, "true or false")
+        # one rule for every client-settable value: an unprotected one is operator-only (issue 40)
+        for name, option in _policy_options().items():
+            values = option.offered_to_clients(getattr(self, name), allow_unprotected=self.allow_unprotected)
+            object.__setattr__(self, name, values)
+        unsafe: dict[str, dict[str, tuple[Any, ...]]] = {}  # per mechanism, offered option -> its unprotected values
+        for m in self.mechanisms:
+            declared = _declared(m.name)
+            for key, values in m.client.items():
+                if key not in declared:
+                    raise InvalidParameterError(f"mechanisms.{m.name}.client.{key}", "", "a declared option")
+                declared[key].offered_to_clients(
+                    values, allow_unprotected=self.allow_unprotected, prefix=f"mechanisms.{m.name}.client."
+                )
+                unsafe.setdefault(m.name, {})[key] = declared[key].unprotected
+        object.__setattr__(self, "_unsafe", unsafe)  # read per request: no registry look-up there
 
-        for name, allowed in (("oov", OOV_POLICIES), ("case", CASE_POLICIES)):
-            values = getattr(self, name)
-            if not values or any(v not in allowed for v in values):
-                raise InvalidParameterError(name, list(values), "a non-empty list of " + ", ".join(allowed))
+    def unprotected(self) -> dict[str, list[Any]]:
+        """The offered values that are NOT protected, by field (empty unless ``allow_unprotected``)."""
+        out: dict[str, list[Any]] = {}
+        for name, option in _policy_options().items():
+            found = [v for v in getattr(self, name) if not option.protected(v)]
+            if found:
+                out[name] = found
+        for m in self.mechanisms:
+            for key, values in m.client.items():
+                found = [v for v in values if v in self._unsafe[m.name][key]]
+                if found:
+                    out[f"mechanisms.{m.name}.options.{key}"] = found
+        return out
+
+    def unprotected_chosen(self, mechanism: str, options: Mapping[str, Any]) -> list[str]:
+        """What a request's mechanism ``options`` release outside the guarantee (its ``not_protected`` items)."""
+        unsafe = self._unsafe.get(mechanism, {})
+        return [
+            f"{k}={v} is NOT protected (offered with allow_unprotected)"
+            for k, v in options.items()
+            if v in unsafe.get(k, ())
+        ]
 
     def offer(self, name: str) -> MechanismOffer:
         return next(m for m in self.mechanisms if m.name == name)
@@ -212,6 +263,19 @@ class ServiceConfig:
         """A copy that also accepts these keys (only their digests are kept)."""
         digests = self.api_key_digests + tuple(_digest(k) for k in keys)
         return replace(self, api_key_digests=digests)
+
+
+def _policy_options() -> dict[str, Any]:
+    """The oov and case policies as the registry's options (declared in :mod:`deniable.privatizer`)."""
+    from ..privatizer import POLICY_OPTIONS
+
+    return POLICY_OPTIONS
+
+
+def _declared(name: str) -> dict[str, Any]:
+    from ..mechanisms import options_of
+
+    return {o.name: o for o in options_of(name)}
 
 
 def _digest(key: str) -> bytes:
@@ -251,10 +315,8 @@ def _offer(name: str, spec: object) -> MechanismOffer:
             raise InvalidParameterError(f"mechanisms.{name}.client.{key}", "", f"a client-settable option ({settable})")
         if key in fixed:
             raise InvalidParameterError(f"mechanisms.{name}.client.{key}", "", "not also fixed in options")
-        vals = values if isinstance(values, list | tuple) else [values]
-        if not vals:
-            raise InvalidParameterError(f"mechanisms.{name}.client.{key}", "[]", "at least one value")
-        client[key] = tuple(dict.fromkeys(opt.check(v, prefix=f"mechanisms.{name}.client.") for v in vals))
+        # parsed here; whether an unprotected value may be offered: ServiceConfig (allow_unprotected)
+        client[key] = opt.offered_to_clients(values, allow_unprotected=True, prefix=f"mechanisms.{name}.client.")
     return MechanismOffer(name, eps, fixed, client)
 
 
@@ -268,7 +330,7 @@ def config_from_mapping(data: Mapping[str, Any]) -> ServiceConfig:
     if not isinstance(mechs, Mapping):
         raise InvalidParameterError("mechanisms", type(mechs).__name__, "a table of mechanism name -> offer")
     keys_file = data.pop("api_keys_file", None)
-    known = {f.name for f in fields(ServiceConfig)} - {"mechanisms", "api_key_digests"}
+    known = {f.name for f in fields(ServiceConfig) if f.init} - {"mechanisms", "api_key_digests"}
     unknown = set(data) - known
     if unknown:
         raise InvalidParameterError("config", ", ".join(sorted(unknown)), "known keys: " + ", ".join(sorted(known)))

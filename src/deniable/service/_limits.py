@@ -41,7 +41,17 @@ if TYPE_CHECKING:
     from ._offers import Instances, Key, Privatizers
     from ._timing import Timing
 
-__all__ = ["UNPADDED", "WORK_PATHS", "Stopped", "WorkThreads", "calibrate", "chunks", "stopped", "warn_unpadded"]
+__all__ = [
+    "UNPADDED",
+    "WORK_PATHS",
+    "Stopped",
+    "WorkThreads",
+    "calibrate",
+    "chunks",
+    "stopped",
+    "warn_unpadded",
+    "warn_unprotected",
+]
 
 log = logging.getLogger("deniable.service")
 
@@ -58,6 +68,19 @@ def warn_unpadded(cfg: ServiceConfig) -> None:
         msg = (
             "pad_responses is off: a response's time may reveal which words a request held "
             "(which were kept, how many distinct); every response says so"
+        )
+        warnings.warn(msg, NotPrivateWarning, stacklevel=3)  # at create_app's caller
+        log.warning("deniable service: %s", msg)
+
+
+def warn_unprotected(cfg: ServiceConfig) -> None:
+    """Warn (NotPrivateWarning, and the log) when ``cfg`` offers clients values that are not protected."""
+    found = cfg.unprotected()
+    if found:
+        listed = "; ".join(f"{k} = {', '.join(map(str, v))}" for k, v in found.items())
+        msg = (
+            f"allow_unprotected is on and clients may choose values that are NOT protected ({listed}): "
+            "they release input outside the guarantee; /v1/mechanisms and the responses that use them say so"
         )
         warnings.warn(msg, NotPrivateWarning, stacklevel=3)  # at create_app's caller
         log.warning("deniable service: %s", msg)

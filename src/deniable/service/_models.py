@@ -141,12 +141,13 @@ def _privatize_model(cfg: ServiceConfig, options: dict[str, Any]) -> Any:
         )
         oov: Literal[cfg.oov] = Field(  # type: ignore[name-defined]
             cfg.oov[0],
-            description="Out-of-vocabulary words: random (protected), drop, or keep (NOT protected).",
+            description="Out-of-vocabulary words: random (protected), drop, or keep (NOT protected: offered only "
+            "where the operator allows unprotected values, see /v1/mechanisms).",
         )
         case: Literal[cfg.case] = Field(  # type: ignore[name-defined]
             cfg.case[0],
             description="Case of output words: sentence, lower, or keep (copies the input's case pattern: "
-            "NOT protected).",
+            "NOT protected, offered only where the operator allows unprotected values).",
         )
 
     return _per_mechanism(cfg, options, PrivatizeRequestBase, "Request", described=True)

@@ -150,6 +150,8 @@ def describe_offer(cfg: ServiceConfig, mechanisms: Instances | None, timing: dic
         "default_mechanism": cfg.default_mechanism,
         "oov": list(cfg.oov),
         "case": list(cfg.case),
+        # offered values that are NOT protected (the operator's allow_unprotected opt-in; empty by default)
+        "unprotected": cfg.unprotected(),
         "limits": {
             "max_body_bytes": cfg.max_body_bytes,
             "max_texts": cfg.max_texts,

@@ -21,18 +21,21 @@ The schedule (predictive black-box mitigation, Askarov, Zhang and Myers, CCS 201
 * A response is released at ``start + budget``. When the work is not done by then (a
   *miss*), the class's budget **doubles** (as many times as needed) and the response is
   released at the new ``start + budget``: release times are always points of the schedule,
-  and the schedule changes only on a miss. So what the latency can reveal is bounded by the
+  and the schedule changes only on a miss or a recovery. So what the latency can reveal is bounded by the
   number of schedule changes, not by the number of requests. Budgets are monotone in the
   size class (a doubled class lifts every larger class to at least its budget) and never
   exceed the request's deadline (``timeout_s``).
-* **Recovery** (so that one burst of load does not slow a long-lived service for ever): a
-  class's budget halves again, never below its first budget, after ``recover_after`` (100)
-  consecutive responses whose work took at most half of it, and at most once per
-  ``recover_s`` (``pad_recover_s``, 60 s; 0: never, the strict schedule). So the schedule
-  changes at most ``log2(timeout_s / first budget)`` times per class by misses, plus once
-  per ``recover_s`` per class by recoveries, each of those a statement about 100 requests
-  together. Misses and recoveries are counted (:attr:`Timing.misses`,
-  :attr:`Timing.recoveries`) but neither logged nor served: they depend on inputs.
+* **Recovery** (issue 40: a burst of requests or a spell of CPU contention must not slow a
+  long-lived service for good): a class's own budget is back at its idle (calibrated) value
+  once ``recover_s`` (``pad_recover_s``, 30 s; 0: never, the strict schedule) have passed
+  without a miss in it, checked at each request's start and for every class, whether it gets
+  traffic or not. So once the misses stop, every class is back at its idle budget within
+  ``pad_recover_s`` of the last miss: within ``timeout_s + pad_recover_s`` of the end of the
+  load. A budget depends on the calibration, the clock and past misses (public load
+  history), never on a request's words. Under sustained load a class changes at most twice
+  per ``recover_s`` (a recovery, then a miss). Misses and recoveries are counted
+  (:attr:`Timing.misses`, :attr:`Timing.recoveries`) but neither logged nor served: a miss
+  may depend on inputs.
 * A request stopped at its deadline (503) is answered at the deadline, not earlier.
 
 What it does not hide: the time spent before the work starts (reading the body, parsing

@@ -123,7 +123,10 @@ async def run_privatize(state: State, request: Request, req: Any) -> Response:
         texts += out
         tokens, changed, oov = tokens + stats.tokens, changed + stats.changed, oov + stats.oov
     release_slot(request.scope)  # the work is done: its slot is free while the answer is held
-    policy = priv.describe()
+    policy = priv.describe()  # states oov=keep / case=keep where chosen (offered with allow_unprotected)
+    chosen = cfg.unprotected_chosen(key[0], dict(key[2]))
+    if chosen:
+        policy = {**policy, "not_protected": [*policy["not_protected"], *chosen]}
     if not cfg.pad_responses:
         policy = {**policy, "not_protected": [*policy["not_protected"], UNPADDED]}
     answer = rendered(

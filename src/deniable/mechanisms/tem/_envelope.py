@@ -78,6 +78,8 @@ class Prepared:
         self.layouts: npt.NDArray[np.float64] | None = None
         #: the history-free (data-oblivious) sampler's plan: (proposals per token, far bounds used)
         self.rounds: tuple[int, bool] | None = None
+        #: the content ids of the opened artefacts that choose the samplers (k-NN tables, far bounds)
+        self.sources: dict[str, str] = {}
 
 
 class Envelope:

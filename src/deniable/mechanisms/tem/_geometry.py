@@ -278,6 +278,25 @@ class Geometry:
         with np.errstate(over="ignore"):
             return self._candidates(w, row, gamma, err, limit)
 
+    def candidate_count(self, w: int, row: np.ndarray, gamma: float, cap: int) -> int:
+        """How many words the screening keeps as candidates of ``w``'s ball; ``size + 1`` when a
+        strided sample of the row already says they are far more than ``cap`` (as :meth:`candidates`
+        with ``limit=cap`` decides, skipping the full pass).
+
+        A function of the word's screening row only: the lazy sampler chooses a word's
+        sampler from it (:mod:`._lazy`), the same whether or not its tables are remembered.
+        """
+        if not self.screening:
+            return self.size
+        err = self._err(w)
+        with np.errstate(over="ignore"):
+            if row.size > 64 * _PRECHECK:
+                stride = row.size // _PRECHECK
+                part = self._candidates_mask(row[::stride], gamma, err)
+                if np.count_nonzero(part) * stride > 4 * cap + 4 * row.size // 64:
+                    return self.size + 1
+            return int(np.count_nonzero(self._candidates_mask(row, gamma, err)))
+
     def _candidates(
         self, w: int, row: np.ndarray, gamma: float, err: float, limit: int | None
     ) -> npt.NDArray[np.int64] | None:

@@ -1,14 +1,15 @@
 """TEM's lazy per-word path: tables built for the words of a run, and the samplers that need no
 prepared artefact (docs/tem.md, samplers 1-3 and 5).
 
-For the tokens of words without prepared tables (or whose envelope is too costly), per
-distinct word: its ball table ``L_w`` when one is kept in this process's LRU (inverse CDF,
-:func:`sample_rest`); else a pilot of uniform rejection, kept when its acceptance is high;
-else one float32 screening pass over the vocabulary (:func:`rows`), which gives the word
-its ball table (when small enough, or frequent enough in the batch to amortise it), its
-k-NN table (:func:`build_knn`; the batched sampler, :mod:`._sampler`), or the shell
-sampler's lower bounds. Tables built here live in this process's memory only (never on
-disk) and not at all when history-free.
+For the tokens of words without a usable prepared envelope: a pilot of uniform rejection
+over all of them, kept when its acceptance is high; then, per distinct word, the sampler
+:func:`_plan` names from public facts about the word (its k-NN table, how many candidates
+its ball has) and its count in the call: its ball table ``L_w`` (inverse CDF,
+:func:`sample_rest`), its k-NN envelope (the batched sampler, :mod:`._sampler`) or the
+shell sampler's lower bounds. The tables (ball and k-NN) and candidate counts built from a
+word's float32 screening pass over the vocabulary (:func:`rows`) live in this process's
+memory only (never on disk) and not at all when history-free; they save the next scan and
+change no draw (keyed: tests/test_tem_keyed.py).
 
 May import: :mod:`._envelope`, :mod:`._sampler`, :mod:`._shared`, :mod:`._tables`; the
 mechanism (:mod:`._mechanism`, whose state these functions read) only for type checking.
@@ -27,7 +28,7 @@ from ..._progress import progress
 from ._envelope import usable
 from ._sampler import KnnDraws, sample_knn
 from ._shared import Table
-from ._tables import KNN_SKETCH, PreparedKnn, knn_entry
+from ._tables import KNN_SKETCH, knn_entry
 
 if TYPE_CHECKING:
     from ._mechanism import TruncatedExponential
@@ -58,33 +59,24 @@ _TABLE_AMORTISE = 4.0
 def privatize_general(
     mech: TruncatedExponential, flat: npt.NDArray[np.int64], rng: np.random.Generator
 ) -> npt.NDArray[np.int64]:
-    """Exact draws for ``flat`` per distinct word: its ball table, its k-NN envelope, uniform
-    rejection, or a scan (module docstring)."""
+    """Exact draws for ``flat``: the k-NN envelope of prepared words, uniform rejection, then per
+    distinct word its ball table, its k-NN envelope or shells (module docstring).
+
+    Keyed: which sampler draws a word's tokens, and so how ``rng`` is consumed, is a function
+    of the word, its count in ``flat`` and the public configuration (the embedding, the options,
+    the prepared artefacts) only. The tables this process remembers (:func:`_plan`) only save
+    the scans that would rebuild them: a cold and a warm process map one generator state to
+    the same output (issue 40; tests/test_tem_keyed.py).
+    """
     out = np.empty(flat.size, dtype=np.int64)
     uniq, inv = np.unique(flat, return_inverse=True)
     inv = inv.ravel()
-    tables: list[Table | None] = [None] * uniq.size if mech.history_free else mech._store.get_many(uniq)
-    has_table = np.fromiter((t is not None for t in tables), dtype=bool, count=uniq.size)
-    if has_table.any():
-        _sample_cached(mech, flat, inv, uniq, tables, has_table, out, rng)
-    todo = np.flatnonzero(~has_table)
-    if todo.size:  # words with a k-NN table (prepared or built earlier) and a cheap envelope
-        prepared = mech._prepared_knn()
-        entries: list[Table] | PreparedKnn
-        if prepared is not None:
-            sel = todo
-            entries = prepared  # every word: gathered a block at a time, no per-word work
-        else:
-            knns = knn_lookup(mech, uniq[todo])
-            sel = todo[[j for j, e in enumerate(knns) if e is not None]]
-            entries = [e for e in knns if e is not None]
-        if sel.size:
-            slot = np.full(uniq.size, -1, dtype=np.int64)
-            slot[sel] = np.arange(sel.size)
-            tok = np.flatnonzero(slot[inv] >= 0)
-            ok = sample_knn(mech._env, mech._geo, KnnDraws(uniq[sel], entries, slot[inv[tok]], tok), out, rng)
-            has_table[sel[ok]] = True
-    need_pos = np.flatnonzero(~has_table[inv])
+    done_word = np.zeros(uniq.size, dtype=bool)
+    prepared = mech._prepared_knn()
+    if prepared is not None:  # every word has its prepared k-NN table: its envelope where cheap
+        draws = KnnDraws(uniq, prepared, inv, np.arange(flat.size, dtype=np.int64))
+        done_word = sample_knn(mech._env, mech._geo, draws, out, rng)
+    need_pos = np.flatnonzero(~done_word[inv])
     if need_pos.size:
         done = _uniform_stage(mech, flat[need_pos], out, need_pos, rng)
         rest = need_pos[~done]
@@ -107,46 +99,7 @@ def knn_lookup(mech: TruncatedExponential, words: npt.NDArray[np.int64]) -> list
 #   [0, 1)                 the input word itself (weight exp(0) = 1)
 #   [1, 1 + inner)         the other words of L_w, in id order (weights exp(-a d))
 #   [1 + inner, total)     the bottom element: n_out * exp(-a gamma)
-# and u ~ Uniform[0, total) picks the output by inverse CDF. Most tokens land in the
-# first segment at large epsilon, so that test is done for all tokens at once.
-def _sample_cached(
-    mech: TruncatedExponential,
-    flat: np.ndarray,
-    inv: np.ndarray,
-    uniq: np.ndarray,
-    tables: list[Table | None],
-    has_table: np.ndarray,
-    out: np.ndarray,
-    rng: np.random.Generator,
-) -> None:
-    """All tokens of words with a table: the self test vectorized, the rest word by word."""
-    totals = np.zeros(uniq.size)
-    memo = mech._totals
-    for j in np.flatnonzero(has_table).tolist():
-        w = int(uniq[j])
-        t = memo.get(w)
-        if t is None:
-            t = total(mech, w, tables[j])  # type: ignore[arg-type]
-            if not mech.history_free:
-                memo[w] = t
-        totals[j] = t
-    tok = np.flatnonzero(has_table[inv])
-    u = rng.random(tok.size) * totals[inv[tok]]
-    hit = u < 1.0
-    out[tok[hit]] = flat[tok[hit]]
-    rest, u_rest = tok[~hit], u[~hit] - 1.0
-    if rest.size:
-        order = np.argsort(inv[rest], kind="stable")
-        rest, u_rest = rest[order], u_rest[order]
-        js, starts = np.unique(inv[rest], return_index=True)
-        bounds = np.append(starts, rest.size)
-        for k, j in enumerate(js.tolist()):
-            sl = slice(bounds[k], bounds[k + 1])
-            table = tables[j]
-            assert table is not None
-            out[rest[sl]] = sample_rest(mech, int(uniq[j]), table, u_rest[sl], rng)
-
-
+# and u ~ Uniform[0, total) picks the output by inverse CDF.
 def table_rest(mech: TruncatedExponential, w: int, table: Table) -> tuple[np.ndarray, np.ndarray, float]:
     """Ids of ``L_w`` minus ``w``, their cumulative weights, and the bottom mass."""
     ids = np.asarray(table[0], dtype=np.int64)
@@ -185,7 +138,12 @@ def _sample_table(
     mech: TruncatedExponential, w: int, table: Table, count: int, rng: np.random.Generator
 ) -> npt.NDArray[np.int64]:
     """``count`` draws from the exact distribution of ``w`` given its table ``L_w``."""
-    u = rng.random(count) * total(mech, w, table)
+    z = mech._totals.get(w)
+    if z is None:  # (the same value whether remembered or not)
+        z = total(mech, w, table)
+        if not mech.history_free:
+            mech._totals[w] = z
+    u = rng.random(count) * z
     res = np.full(count, w, dtype=np.int64)
     rest = u >= 1.0
     if rest.any():
@@ -283,45 +241,117 @@ def build_table(mech: TruncatedExponential, w: int, cand: npt.NDArray[np.int64])
     return table
 
 
+def _cost(mech: TruncatedExponential, w: int, entry: Table | None) -> tuple[float, float]:
+    """:meth:`Envelope.cost` of ``w``'s k-NN table ``entry`` (``inf`` without one), remembered per word
+    unless history-free (a function of the table: the same remembered or not)."""
+    if entry is None:
+        return math.inf, math.inf
+    if mech.history_free:
+        return mech._env.cost(entry)
+    found = mech._costs.get(w)
+    if found is None:
+        found = mech._costs[w] = mech._env.cost(entry)
+    return found
+
+
+def _plan(mech: TruncatedExponential, cost: tuple[float, float], ncand: int | None, count: int) -> str | None:
+    """``"knn"``, ``"table"`` or ``"shells"``: the sampler of a word whose k-NN envelope costs
+    ``cost`` (:func:`_cost`; ``inf``: no k-NN table can be built), with ``ncand`` candidates of
+    its ball (:meth:`Geometry.candidate_count`) and ``count`` tokens in the call; None when
+    ``ncand`` is needed and not known.
+
+    A k-NN envelope that costs little samples the word; else its ball table when the ball is
+    small, or the word frequent enough in the call to amortise it; else the envelope when
+    usable; else shells. Nothing here depends on what the process remembers.
+    """
+    bound, est = cost
+    cheap = bool(usable(bound, est))  # the envelope sampler would take it
+    if est > _KNN_PREFER_RATIO:
+        # a ball table costs one exact distance per member (once; then cached), the
+        # k-NN envelope about `est` per token: list the ball only when it is small
+        # or the word is frequent enough in this call to amortise it
+        if ncand is None:
+            return None
+        limit = mech.table_max
+        if cheap:
+            limit = min(limit, max(_TABLE_MIN, int(_TABLE_AMORTISE * count * est)))
+        if ncand <= limit:
+            return "table"
+    if math.isfinite(bound) and cheap:
+        return "knn"
+    return "shells"
+
+
 def _row_stage(
     mech: TruncatedExponential, flat: np.ndarray, positions: np.ndarray, out: np.ndarray, rng: np.random.Generator
 ) -> None:
-    """Tables (built now), the k-NN envelope or the shell sampler for the tokens at ``positions``.
+    """Tables, the k-NN envelope or the shell sampler for the tokens at ``positions``, word by word.
 
-    Every scanned word also gets its k-NN table (its prepared one when there is one;
-    otherwise built, and kept in memory unless history-free: later batches at any
-    epsilon skip the scan for it).
+    Each word's sampler is :func:`_plan`'s, from its k-NN table (prepared, remembered, or
+    built from a scan), its candidate count and its count here. A word is scanned when
+    something its sampler needs is not remembered: its k-NN table or candidate count, its
+    ball table (rebuilt, the same), or its screening row (shells). What a scan builds is kept
+    in memory unless history-free (later calls at any epsilon skip the scan), and changes no
+    draw: the words are drawn in id order, each with the sampler its plan names.
     """
     words = flat[positions]
     order = np.argsort(words, kind="stable")
     positions = positions[order]
     uniq, counts = np.unique(words[order], return_counts=True)
     starts = np.concatenate([[0], np.cumsum(counts)])
+    n = uniq.size
+    keep = not mech.history_free
+    prepared = mech._prepared_knn()
+    entries: list[Table | None]
+    if prepared is not None:
+        entries, known = prepared.get_many(uniq), np.ones(n, dtype=bool)
+    elif not mech._geo.screening:  # no k-NN table can be built
+        entries, known = [None] * n, np.ones(n, dtype=bool)
+    else:
+        entries = mech._knn.get_many(uniq) if keep else [None] * n
+        known = np.fromiter((e is not None for e in entries), dtype=bool, count=n)
+    tables: list[Table | None] = mech._store.get_many(uniq) if keep else [None] * n
+    ncands: list[int | None] = [mech._ncand.get(w) for w in uniq.tolist()] if keep else [None] * n
+    plans: list[str | None] = [None] * n
+    scan = np.zeros(n, dtype=bool)
+    for j in range(n):
+        if known[j]:
+            plans[j] = _plan(mech, _cost(mech, int(uniq[j]), entries[j]), ncands[j], int(counts[j]))
+        p = plans[j]
+        scan[j] = p is None or p == "shells" or (p == "table" and tables[j] is None)
+    scanned = rows(mech, uniq[scan]) if scan.any() else iter(())
     knn_words: list[int] = []
     knn_entries: list[Table] = []
     knn_pos: list[np.ndarray] = []
-    prepared = knn_lookup(mech, uniq) if mech._prepared_knn() is not None else None
-    for j, (w, row) in enumerate(rows(mech, uniq)):
+    for j, w in enumerate(uniq.tolist()):
         pos = positions[starts[j] : starts[j + 1]]
-        entry = prepared[j] if prepared is not None else build_knn(mech, w, row)
-        bound, est = mech._env.cost(entry) if entry is not None else (math.inf, math.inf)
-        cheap = bool(usable(bound, est))  # the envelope sampler would take it
-        cand = None
-        if est > _KNN_PREFER_RATIO:
-            # a ball table costs one exact distance per member (once; then cached), the
-            # k-NN envelope about `est` per token: list the ball only when it is small
-            # or the word is frequent enough in this batch to amortise it
-            limit = mech.table_max
-            if cheap:
-                limit = min(limit, max(_TABLE_MIN, int(_TABLE_AMORTISE * pos.size * est)))
-            cand = mech._geo.candidates(w, row, mech._gamma, limit=limit)
-        if cand is not None:
-            out[pos] = _sample_table(mech, w, build_table(mech, w, cand), pos.size, rng)
-        elif entry is not None and cheap:
+        row = None
+        if scan[j]:
+            w_row, row = next(scanned)
+            assert w_row == w
+            if not known[j]:
+                entries[j] = build_knn(mech, w, row)
+            cost = _cost(mech, w, entries[j])
+            if ncands[j] is None and cost[1] > _KNN_PREFER_RATIO:  # (not needed otherwise)
+                ncand = mech._geo.candidate_count(w, row, mech._gamma, mech.table_max)
+                ncands[j] = ncand
+                if keep:
+                    mech._ncand[w] = ncand
+            plans[j] = _plan(mech, cost, ncands[j], int(counts[j]))
+        plan, entry = plans[j], entries[j]
+        if plan == "table":
+            table = tables[j]
+            if table is None:
+                assert row is not None
+                table = build_table(mech, w, mech._geo.candidates(w, row, mech._gamma))  # type: ignore[arg-type]
+            out[pos] = _sample_table(mech, w, table, pos.size, rng)
+        elif plan == "knn":
+            assert entry is not None
             knn_words.append(w)
             knn_entries.append(entry)
             knn_pos.append(pos)
         else:
+            assert row is not None
             out[pos] = _sample_shells(mech, w, mech._geo.lower_bounds(w, row), pos.size, rng)
     if knn_words:
         sizes = np.array([p.size for p in knn_pos])

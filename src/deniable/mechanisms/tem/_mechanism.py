@@ -160,6 +160,8 @@ class TruncatedExponential(Mechanism):
     _store: TableStore = field(init=False, repr=False)
     _totals: dict[int, float] = field(init=False, repr=False)
     _knn: TableStore = field(init=False, repr=False)
+    _ncand: dict[int, int] = field(init=False, repr=False)
+    _costs: dict[int, tuple[float, float]] = field(init=False, repr=False)
     _k: int = field(init=False, repr=False)
     _prepared: Prepared = field(init=False, repr=False)
     _env: Envelope = field(init=False, repr=False)
@@ -196,10 +198,17 @@ class TruncatedExponential(Mechanism):
             help="probability of leaving the gamma-ball; sets gamma (Theorem 3)",
         ),
         Option("cache", bool, True, cli=False, help="use prepared whole-vocabulary tables when present"),
-        Option("table_max", int, 1 << 15, low=1, help="largest ball kept as an explicit table"),
-        Option("memory_bytes", int, 256 << 20, low=1, help="budget of the in-memory table cache"),
-        Option("disk_bytes", int, 4 << 30, low=1, help="size limit of the prepared tables built by precompute()"),
-        Option("block_bytes", int, 128 << 20, low=1, help="scratch memory for a block of distance rows"),
+        Option("table_max", int, 1 << 15, low=1, high=1 << 31, help="largest ball kept as an explicit table"),
+        Option("memory_bytes", int, 256 << 20, low=1, high=1 << 50, help="budget of the in-memory table cache"),
+        Option(
+            "disk_bytes",
+            int,
+            4 << 30,
+            low=1,
+            high=1 << 50,
+            help="size limit of the prepared tables built by precompute()",
+        ),
+        Option("block_bytes", int, 128 << 20, low=1, high=1 << 40, help="scratch memory for a block of distance rows"),
         Option("show_progress", bool, None, cli=False, help="progress bar while scanning the vocabulary"),
         history_free_option(
             "keep no per-word state between calls, every token the same work: timing independent of history"
@@ -260,6 +269,8 @@ class TruncatedExponential(Mechanism):
         object.__setattr__(self, "_store", TableStore(memory_bytes=self.memory_bytes))
         object.__setattr__(self, "_totals", {})  # word -> total table mass (for this epsilon)
         object.__setattr__(self, "_knn", TableStore(memory_bytes=self.memory_bytes))
+        object.__setattr__(self, "_ncand", {})  # word -> candidates of its ball (choice of sampler)
+        object.__setattr__(self, "_costs", {})  # word -> its k-NN envelope's cost (choice of sampler)
         object.__setattr__(self, "_k", knn_k(v))
         object.__setattr__(self, "_prepared", Prepared())
         # the k-NN envelope at this epsilon (it reads the far bounds from _prepared once opened)
@@ -274,7 +285,26 @@ class TruncatedExponential(Mechanism):
         d["gamma"] = float(self.gamma)  # type: ignore[arg-type]
         d["gamma_from"] = self._gamma_from
         d["beta"] = float(self.beta)
+        d["sampler"] = self.sampler()
         return d
+
+    def sampler(self) -> str:
+        """Which sampler maps the random stream to outputs, in public words (in :meth:`describe`, so in
+        every manifest).
+
+        One generator state gives one output whatever this process privatized before
+        (tests/test_tem_keyed.py), for one sampler: ``"lazy"`` (no prepared tables),
+        ``"self-first"`` (prepared k-NN tables, named by their content id, and far bounds when
+        prepared) or ``"oblivious"`` (history-free). Another sampler draws the same law through
+        another mapping, so two manifests whose samplers differ are two releases to the ledger
+        (``deniable inspect-manifest``): a key reused after ``deniable prepare`` spends again and
+        is counted.
+        """
+        self._prepared_knn()  # (opens the prepared artefacts, as the first call would)
+        holder = self._prepared
+        mode = "oblivious" if self.history_free else ("self-first" if holder.knn is not None else "lazy")
+        parts = [mode] + [f"{name} {cid[:12]}" for name, cid in holder.sources.items() if holder.knn is not None]
+        return ", ".join(parts)
 
     def compact_distribution(self, w: int | str) -> CompactDistribution:
         """The exact output distribution for input ``w`` (float64 distances from :meth:`Geometry.exact`).
@@ -313,15 +343,20 @@ class TruncatedExponential(Mechanism):
             return holder.knn
         with holder.lock:
             if not holder.loaded:
-                from ...artefacts import open_artefact  # (at call time: tests watch the store's functions)
+                from ...artefacts import content_id, open_artefact  # (at call time: tests watch the store)
 
-                info = open_artefact(self.embedding, KNN_KIND, knn_artefact_params(self.embedding, self.metric))
+                knn_params = knn_artefact_params(self.embedding, self.metric)
+                info = open_artefact(self.embedding, KNN_KIND, knn_params)
+                holder.sources = {}
                 if info is not None:
                     holder.knn = PreparedKnn(info.path, self._k, prefault=self.history_free)
+                    holder.sources["k-NN tables"] = content_id(self.embedding, KNN_KIND, knn_params) or "?"
                     if self.metric in FAR_METRICS:
-                        far = open_artefact(self.embedding, FAR_KIND, far_artefact_params(self.embedding, self.metric))
+                        far_params = far_artefact_params(self.embedding, self.metric)
+                        far = open_artefact(self.embedding, FAR_KIND, far_params)
                         if far is not None:
                             holder.far = PreparedFar(far.path, prefault=self.history_free)
+                            holder.sources["far bounds"] = content_id(self.embedding, FAR_KIND, far_params) or "?"
                     totals = open_artefact(self.embedding, TOTALS_KIND, self._totals_params())
                     if totals is not None:  # (history-free: read now, so which rows a batch reads is not timed)
                         open_totals(holder, totals, prefault=self.history_free)
@@ -366,6 +401,7 @@ class TruncatedExponential(Mechanism):
             )
             with self._prepared.lock:
                 self._prepared.loaded = False  # pick the new tables up
+                self._costs.clear()  # (their envelopes' costs)
                 self._prepared.rounds = None
             return {"words": float(v), "built": float(v), "disk_bytes": float(info.disk_bytes)}
         if self.history_free:
@@ -378,6 +414,7 @@ class TruncatedExponential(Mechanism):
         sizes = 0
         for w, row in rows(self, ids):
             build_knn(self, w, row)
+            self._ncand[w] = self._geo.candidate_count(w, row, self._gamma, self.table_max)
             cand = self._geo.candidates(w, row, self._gamma, limit=self.table_max)
             if cand is not None:
                 t = build_table(self, w, cand)
