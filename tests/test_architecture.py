@@ -35,7 +35,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("binarize", "index"),
     ("mechanisms",),
     ("calibrate", "bow"),
-    ("preparation", "privatizer", "report"),
+    ("preparation", "privatizer", "report", "budget"),
     ("api",),
 )
 #: (module, room above it it may import, why): the documented exceptions.

@@ -172,3 +172,42 @@ def test_ray_id_column_reproduces(rows, emb_dir):
         assert _differ(_by_id(fresh.take_all()), _by_id(fresh.take_all())) > 200  # no identity: new noise
     finally:
         ray.shutdown()
+
+
+def test_hf_dataset_dict_and_streaming_under_one_key(rows, emb_dir, tmp_path, monkeypatch):
+    """``DatasetDict`` (each split its own namespace) and ``IterableDataset`` (a running index, no
+    num_proc): under one key the text does not depend on num_proc, batch size or streaming."""
+    pytest.importorskip("datasets", reason="needs deniable[hf]")
+    import datasets
+
+    import deniable.integrations.hf as hf
+    from deniable import InvalidParameterError
+    from deniable._random import RunKey
+
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf"))
+    part = rows[:300]
+    ds = datasets.Dataset.from_dict({k: [r[k] for r in part] for k in part[0]})
+    key = RunKey.new().hex()
+    kw = {"embedding": str(emb_dir), "run_key": key}
+    base = hf.privatize(ds, "review", "madlib", 3.0, batch_size=7, **kw)["review"]
+    assert base == hf.privatize(ds, "review", "madlib", 3.0, batch_size=100, num_proc=2, **kw)["review"]
+    stream = hf.privatize(ds.to_iterable_dataset(num_shards=3), "review", "madlib", 3.0, batch_size=13, **kw)
+    assert isinstance(stream, datasets.IterableDataset)
+    assert [r["review"] for r in stream] == base  # the running index is the row index
+    assert [r["id"] for r in stream] == [r["id"] for r in part]
+    with pytest.raises(InvalidParameterError, match="num_proc"):
+        hf.privatize(ds.to_iterable_dataset(), "review", "madlib", 3.0, num_proc=2, **kw)
+
+    dd = datasets.DatasetDict({"train": ds, "test": ds})
+    out = hf.privatize(dd, "review", "madlib", 3.0, **kw)
+    assert isinstance(out, datasets.DatasetDict) and list(out) == ["train", "test"]
+    assert out["train"].column_names == ds.column_names and out["train"]["id"] == ds["id"]
+    train, test = out["train"]["review"], out["test"]["review"]
+    assert sum(a == b for a, b in zip(train, test, strict=True)) < 60  # the same rows, separate streams
+    assert sum(a == b for a, b in zip(train, base, strict=True)) < 60  # a split is not the bare dataset
+    again = hf.privatize(dd, "review", "madlib", 3.0, batch_size=11, num_proc=2, **kw)
+    assert again["train"]["review"] == train and again["test"]["review"] == test
+    streaming = datasets.IterableDatasetDict({k: v.to_iterable_dataset() for k, v in dd.items()})
+    streamed = hf.privatize(streaming, "review", "madlib", 3.0, batch_size=17, **kw)
+    assert isinstance(streamed, datasets.IterableDatasetDict)
+    assert [r["review"] for r in streamed["test"]] == test

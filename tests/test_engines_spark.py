@@ -33,6 +33,8 @@ def spark(load_log):
         .appName("deniable-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
@@ -264,3 +266,65 @@ def test_ledger_counts_every_spark_manifest(spark, tmp_path, rows, emb_dir):
     (entry,), _ = privacy_ledger(outs)
     assert entry.releases == 2 and entry.epsilon == 6.0
     assert json.loads((tmp_path / "a" / "_MANIFEST.json").read_text())["release"]["run_key_origin"] == "os"
+
+
+SCRIPT = """
+import sys
+from pyspark.sql import SparkSession
+import deniable.spark
+spark = (SparkSession.builder.master("local[1]").appName("deniable-venv-not-activated")
+         .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+         .config("spark.ui.enabled", "false").getOrCreate())
+df = spark.createDataFrame([(1, "the hockey game"), (2, "nasa rocket")], "id long, review string")
+out = deniable.spark.privatize(df, ["review"], "madlib", 1e9, embedding=sys.argv[1], case="keep", oov="keep")
+print("ROWS", sorted(r.review for r in out.collect()), spark.sparkContext.pythonExec == sys.executable)
+spark.stop()
+"""
+
+
+def test_script_run_by_the_venv_python_without_activating_it(tmp_path, emb_dir):
+    """``.venv/bin/python script.py`` with the venv's bin off PATH: Spark's workers would run the
+    system ``python3`` (``No module named 'pandas'``) unless privatize sets them to sys.executable."""
+    import subprocess
+
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT)
+    here = Path(sys.executable).parent
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if p and Path(p) != here)
+    drop = ("VIRTUAL_ENV", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "DENIABLE_LOAD_LOG")
+    env = {k: v for k, v in os.environ.items() if k not in drop} | {"PATH": path}
+    done = subprocess.run(
+        [sys.executable, str(script), str(emb_dir)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "ROWS ['nasa rocket', 'the hockey game'] True" in done.stdout
+
+
+def test_worker_python_keeps_the_users_choice(monkeypatch):
+    from deniable.integrations.spark import worker_python
+
+    class Conf(dict):
+        def get(self, key, default=None):  # SparkConf.get's signature
+            return super().get(key, default)
+
+    class Context:
+        def __init__(self, exe, conf):
+            self.pythonExec, self._conf = exe, Conf(conf)
+
+        def getConf(self):  # noqa: N802 - PySpark's name
+            return self._conf
+
+    class Session:
+        def __init__(self, sc):
+            self.sparkContext = sc
+
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    default = Context("python3", {})
+    assert worker_python(Session(default)) == sys.executable == default.pythonExec
+    chosen = Context("python3", {"spark.pyspark.python": "/opt/py/bin/python"})
+    assert worker_python(Session(chosen)) == "/opt/py/bin/python" == chosen.pythonExec
+    own = Context("/usr/bin/python3.11", {})
+    assert worker_python(Session(own)) == "/usr/bin/python3.11" == own.pythonExec
+    monkeypatch.setenv("PYSPARK_PYTHON", "/somewhere/python")
+    env = Context("python3", {})
+    assert worker_python(Session(env)) == "python3" == env.pythonExec  # the user's environment decides

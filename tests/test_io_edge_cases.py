@@ -79,11 +79,30 @@ def test_tsv_round_trips_quotes_byte_for_byte(
 def test_tsv_single_column_emptied_by_oov_drop(
     emb_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """An emptied one-column value would be written as a blank line, which reads back as no record
+    (found by tests/test_fuzz_inputs.py): a data error naming the row, no output. CSV can hold it."""
     src, dst = tmp_path / "in.tsv", tmp_path / "out.tsv"
     src.write_bytes(b"text\nzzzz\n\nthe game\n")
     rc, _, err = run(["privatize", str(src), "-o", str(dst), "-c", "text", *base(emb_dir), "--oov", "drop"], capsys)
+    assert rc == 3 and "row 2: the output value is empty" in err and "zzzz" not in err
+    assert not dst.exists() and not list(tmp_path.glob(".*partial"))
+    src, dst = tmp_path / "in.csv", tmp_path / "out.csv"
+    src.write_bytes(b"text\nzzzz\n\nthe game\n")
+    rc, _, err = run(["privatize", str(src), "-o", str(dst), "-c", "text", *base(emb_dir), "--oov", "drop"], capsys)
     assert rc == 0, err
-    assert dst.read_bytes() == b"text\n\n\nthe game\n"
+    assert dst.read_bytes() == b'text\n""\n\nthe game\n'  # the blank line (no record) kept as it was
+
+
+def test_txt_line_emptied_by_oov_drop_keeps_its_line(
+    emb_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A line whose every word is dropped stays a (blank) line: before, its line break went with the
+    dropped word and two records became one (found by tests/test_fuzz_inputs.py)."""
+    src, dst = tmp_path / "in.txt", tmp_path / "out.txt"
+    src.write_bytes(b"zzzz\r\nthe zzzz\nzzzz")
+    rc, _, err = run(["privatize", str(src), "-o", str(dst), *base(emb_dir), "--oov", "drop"], capsys)
+    assert rc == 0, err
+    assert dst.read_bytes() == b"\r\nthe\n"
 
 
 def test_tsv_output_that_needs_a_tab_is_a_data_error(tmp_path: Path) -> None:

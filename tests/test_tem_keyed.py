@@ -193,3 +193,33 @@ def test_no_mechanism_remembers_what_changes_its_draws(
         _draw(warm, np.random.default_rng(5).integers(0, 120, size=400), key=11)
         np.testing.assert_array_equal(_draw(warm, ids), cold)
         np.testing.assert_array_equal(_draw(warm, ids), cold)
+
+
+def test_an_engine_run_keeps_one_sampler_across_workers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The driver pins the sampler of its run; a worker whose prepared artefacts differ (here: prepared
+    after the run was made) refuses, instead of re-releasing a recomputed batch through another mapping."""
+    import pickle
+
+    from deniable._errors import InvalidParameterError
+    from deniable.integrations._batch import BatchPrivatizer, clear_cache
+
+    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
+    emb = _emb()
+    folder = tmp_path / "emb"
+    emb.save(folder)
+    clear_cache()
+    run = BatchPrivatizer("tem", 3.0, embedding=str(folder))
+    assert run.__dict__["_sampler"] == "lazy"  # pinned on the driver
+    shipped = pickle.dumps(run)
+    same = pickle.loads(shipped)
+    clear_cache()  # a fresh worker, same artefacts: accepted, same output
+    assert same.privatize_texts(["w1 w2 w3"], np.random.Generator(np.random.PCG64(1)))[0] == run.privatize_texts(
+        ["w1 w2 w3"], np.random.Generator(np.random.PCG64(1))
+    )[0]
+    from deniable.embedding import load_embedding
+
+    prepare(load_embedding(str(folder)), ["tem"], options={"epsilon": [3.0]}, show_progress=False)
+    clear_cache()  # a worker that sees prepared tables the driver did not
+    worker = pickle.loads(shipped)
+    with pytest.raises(InvalidParameterError, match="sampler"):
+        worker.privatize_texts(["w1 w2 w3"], np.random.Generator(np.random.PCG64(1)))

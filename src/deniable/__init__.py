@@ -34,6 +34,8 @@ from .preparation import prepare
 
 __all__ = [
     "BinaryRandomizedResponse",
+    "BudgetAccountant",
+    "BudgetError",
     "DataError",
     "DeniableError",
     "Embedding",
@@ -69,6 +71,8 @@ _LAZY = {
     "make_mechanism": ("deniable.mechanisms", "make_mechanism"),
     "Privatizer": ("deniable.privatizer", "Privatizer"),
     "privatize": ("deniable.api", "privatize"),
+    "BudgetAccountant": ("deniable.budget", "BudgetAccountant"),
+    "BudgetError": ("deniable.budget", "BudgetError"),
     "privacy_ledger": ("deniable.api", "privacy_ledger"),
     "calibrate": ("deniable.calibrate", None),
     "experiments": ("deniable.experiments", None),
@@ -78,6 +82,7 @@ _LAZY = {
 if TYPE_CHECKING:
     from . import bow, calibrate, experiments
     from .api import privacy_ledger, privatize
+    from .budget import BudgetAccountant, BudgetError
     from .mechanisms import make_mechanism
     from .mechanisms.base import Mechanism
     from .mechanisms.brr import BinaryRandomizedResponse

@@ -9,20 +9,31 @@ time, engine -- and never any text (nor a value derived from one text).
 
 from __future__ import annotations
 
-import hashlib
-import json
+import io
 import os
-import tempfile
 import threading
 import warnings
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._errors import DataError, NotPrivateWarning, WeakPrivacyWarning
 from ._random import RandomState, RunKey
+from .budget import (  # the ledger and the manifest files live with the budget; re-exported here
+    MANIFEST_FOLDER_NAME,
+    MANIFEST_SUFFIX,
+    UNLABELLED,
+    BudgetAccountant,
+    LedgerEntry,
+    dataset_id,
+    input_id,
+    manifest_path,
+    privacy_ledger,
+    read_manifest,
+    write_manifest,
+)
+from .budget import jsonable as _jsonable
 from .io import MAX_RECORD_CHARS
 
 if TYPE_CHECKING:
@@ -42,27 +53,17 @@ __all__ = [
     "privatize",
     "privatize_file",
     "read_manifest",
+    "release_fields",
     "run_manifest",
     "write_manifest",
 ]
 
-MANIFEST_SUFFIX = ".manifest.json"
-#: The manifest's name inside an output folder (Spark-style partitioned output).
-MANIFEST_FOLDER_NAME = "_MANIFEST.json"
 MANIFEST_VERSION = 1
 
 
 def now() -> str:
     """The current UTC time, ISO 8601 (seconds)."""
     return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def manifest_path(output: str | Path) -> Path:
-    """``<output>.manifest.json`` beside a file, ``<output>/_MANIFEST.json`` inside a folder."""
-    out = Path(output)
-    if out.is_dir():
-        return out / MANIFEST_FOLDER_NAME
-    return out.with_name(out.name + MANIFEST_SUFFIX)
 
 
 def run_manifest(
@@ -96,15 +97,76 @@ def run_manifest(
     """
     from ._version import __version__
 
-    mech = privatizer.mechanism
-    emb = mech.embedding
+    core = release_fields(
+        privatizer,
+        records=stats.texts,
+        embedding=embedding,
+        vocabulary=vocabulary,
+        columns=columns,
+        seeded=seeded,
+        run_key_id=run_key_id,
+        input=input,
+        run_key_origin=run_key_origin,
+        input_digest=input_digest,
+    )
     policy = privatizer.describe()
     manifest: dict[str, Any] = {
         "manifest_version": MANIFEST_VERSION,
         "library": "deniable",
         "version": __version__,
         "engine": engine,
-        "mechanism": _jsonable(mech.describe()),
+        "mechanism": core["mechanism"],
+        "embedding": core["embedding"],
+        "vocabulary": vocabulary,
+        "oov": privatizer.oov,
+        "case": privatizer.case,
+        "case_sensitive_vocabulary": policy["case_sensitive_vocabulary"],
+        "not_protected": policy["not_protected"],
+        # how strong the setting is, from the public calibration (never from the input)
+        "privacy": _privacy(privatizer),
+        "seeded": seeded,
+        "run_key_origin": core["release"]["run_key_origin"],
+        "format": format,
+        "columns": list(columns or []),
+        # only what the output itself reveals (it keeps every text and its word tokens): how many
+        # tokens changed or were out of vocabulary depends on the input beyond the guarantee, so it
+        # is shown to the operator on stderr and never persisted beside a release
+        "counts": {"texts": stats.texts, "tokens": stats.tokens},
+        "release": core["release"],
+        "started": started,
+        "finished": finished,
+    }
+    if extra:
+        manifest.update(_jsonable(dict(extra)))
+    return manifest
+
+
+def release_fields(
+    privatizer: Privatizer,
+    *,
+    records: int | None,
+    embedding: str | None = None,
+    vocabulary: str | None = None,
+    columns: Sequence[str] | None = None,
+    seeded: bool = False,
+    run_key_id: str | None = None,
+    input: str | None = None,
+    run_key_origin: str | None = None,
+    input_digest: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The fields of a run manifest the privacy ledger reads (:func:`privacy_ledger`): the
+    mechanism and its parameters, the embedding, the policies and the ``release`` entry.
+
+    :func:`run_manifest` writes them; the budget (:mod:`deniable.budget`) builds the same
+    fields for a release before it is made, so that both are matched by one rule.
+    """
+    mech = privatizer.mechanism
+    emb = mech.embedding
+    described = mech.describe()
+    origin = run_key_origin if run_key_origin is not None else ("seed" if seeded else None)
+    return {
+        "manifest_version": MANIFEST_VERSION,
+        "mechanism": _jsonable(described),
         "embedding": {
             "source": embedding or "glove-6b-50d",
             "name": emb.name,
@@ -115,35 +177,18 @@ def run_manifest(
         "vocabulary": vocabulary,
         "oov": privatizer.oov,
         "case": privatizer.case,
-        "case_sensitive_vocabulary": policy["case_sensitive_vocabulary"],
-        "not_protected": policy["not_protected"],
-        # how strong the setting is, from the public calibration (never from the input)
-        "privacy": _privacy(privatizer),
-        "seeded": seeded,
-        "run_key_origin": run_key_origin if run_key_origin is not None else ("seed" if seeded else None),
-        "format": format,
-        "columns": list(columns or []),
-        # only what the output itself reveals (it keeps every text and its word tokens): how many
-        # tokens changed or were out of vocabulary depends on the input beyond the guarantee, so it
-        # is shown to the operator on stderr and never persisted beside a release
-        "counts": {"texts": stats.texts, "tokens": stats.tokens},
         "release": {
             "input": input,
             "columns": list(columns or []),
-            "records": stats.texts,
+            "records": records,
             "epsilon_per_word": float(mech.epsilon),
-            "mechanism": mech.describe().get("mechanism", type(mech).__name__),
-            "metric": mech.describe().get("metric"),
+            "mechanism": described.get("mechanism", type(mech).__name__),
+            "metric": described.get("metric"),
             "run_key_id": run_key_id,
-            "run_key_origin": run_key_origin if run_key_origin is not None else ("seed" if seeded else None),
+            "run_key_origin": origin,
             "input_digest": dict(input_digest) if input_digest else None,
         },
-        "started": started,
-        "finished": finished,
     }
-    if extra:
-        manifest.update(_jsonable(dict(extra)))
-    return manifest
 
 
 def _privacy(privatizer: Privatizer) -> dict[str, Any]:
@@ -156,56 +201,6 @@ def _privacy(privatizer: Privatizer) -> dict[str, Any]:
     if res is not None:
         out["auto"] = res.describe()
     return out
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if hasattr(value, "item") and callable(value.item):  # numpy scalars
-        return value.item()
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return str(value)
-
-
-def write_manifest(path: str | Path, manifest: Mapping[str, Any]) -> Path:
-    """Write ``manifest`` to ``path`` atomically (a temporary beside it, then a rename)."""
-    dst = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix="." + dst.name + ".", suffix=".tmp", dir=dst.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(manifest, f, indent=2, sort_keys=False)
-            f.write("\n")
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, dst)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return dst
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def read_manifest(path: str | Path) -> dict[str, Any]:
-    """A manifest: ``path`` itself, or the manifest of the output ``path`` names."""
-    p = Path(path)
-    if not p.name.endswith(MANIFEST_SUFFIX) and p.name != MANIFEST_FOLDER_NAME:
-        p = manifest_path(p)
-    if not p.is_file():
-        raise DataError(f"no manifest at {p}")
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise DataError(f"{p} is not a JSON manifest") from None
-    if not isinstance(data, dict) or "manifest_version" not in data:
-        raise DataError(f"{p} is not a deniable run manifest")
-    return data
 
 
 def privatize_file(
@@ -223,6 +218,8 @@ def privatize_file(
     vocabulary: str | None = None,
     run_key: RunKey | str | None = None,
     input_label: str | None = None,
+    accountant: BudgetAccountant | None = None,
+    budget_name: str = "accountant",
 ) -> PrivatizeStats:
     """Privatize the text of ``src`` (its ``columns``) into ``dst``; return the counts.
 
@@ -238,6 +235,11 @@ def privatize_file(
     whatever ``batch_size`` (re-running a failed job releases nothing new), and the
     manifest's keyed input digest lets the ledger tell such a re-run from a new release.
     ``input_label`` names the input in the manifest's ledger entry (:func:`input_id`).
+
+    ``accountant`` (a :class:`~deniable.budget.BudgetAccountant`): the release is checked
+    against its budget before any noise is drawn (:class:`~deniable.budget.BudgetError`,
+    nothing written), recorded, and taken back if the run fails. Without one, nothing is
+    charged (the command line charges its ``--budget`` file).
     """
     from ._random import check_random_state
     from .io import detect_format, transform_file
@@ -254,6 +256,27 @@ def privatize_file(
     started = now()
     totals = PrivatizeStats()
     digest = key.input_digest() if key is not None else None
+    seeded = random_state is not None or privatizer.random_state is not None
+    reservation = None
+    if accountant is not None:  # checked and recorded before any noise is drawn
+        ident = input_id(src, input_label)
+        if ident is None:
+            ident = UNLABELLED
+        pre: dict[str, Any] = {
+            "embedding": embedding,
+            "vocabulary": vocabulary,
+            "columns": columns,
+            "seeded": seeded,
+            "run_key_id": key.id if key is not None else None,
+            "input": ident,
+            "run_key_origin": key.origin if key is not None else "seed",
+        }
+        cand = release_fields(privatizer, records=None, **pre)
+        if key is not None and str(src) != "-" and accountant.would_refuse(cand):
+            if accountant.has_run_key(ident, key.id):  # perhaps a reproduction: the keyed digest tells
+                found = _input_digest(src, key, columns=columns, format=format, batch_size=batch_size)
+                cand = release_fields(privatizer, records=None, input_digest=found, **pre)
+        reservation = accountant.reserve(release=cand, name=budget_name)
 
     def fn(texts: list[str], units: list[tuple[int, str]]) -> list[str]:
         if key is None:
@@ -268,170 +291,74 @@ def privatize_file(
         totals.__iadd__(stats)
         return out
 
-    transform_file(
-        src, dst, fn, columns=columns, format=format, batch_size=batch_size, show_progress=show_progress, keyed=True
-    )
-    if manifest and str(dst) != "-":
+    try:
+        transform_file(
+            src, dst, fn, columns=columns, format=format, batch_size=batch_size, show_progress=show_progress, keyed=True
+        )
+    except BaseException:
+        if reservation is not None:
+            reservation.cancel()  # nothing was written: nothing was released
+        raise
+    written = manifest and str(dst) != "-"
+    if not written and reservation is None:
+        return totals
+    fields: dict[str, Any] = {
+        "embedding": embedding,
+        "vocabulary": vocabulary,
+        "columns": columns,
+        "seeded": seeded,
+        "run_key_id": key.id if key is not None else None,
+        "input": input_id(src, input_label),
+        "run_key_origin": key.origin if key is not None else "seed",
+        "input_digest": digest.hexdigests() if digest is not None else None,
+    }
+    if reservation is not None:  # completed with the keyed input digest: a later reproduction is free
+        rec = release_fields(privatizer, records=totals.texts, **fields)
+        rec["release"]["input"] = rec["release"]["input"] or UNLABELLED  # stdin without a label
+        reservation.commit(rec)
+    if written:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", NotPrivateWarning)
-            m = run_manifest(
-                privatizer,
-                totals,
-                started=started,
-                finished=now(),
-                embedding=embedding,
-                vocabulary=vocabulary,
-                columns=columns,
-                format=fmt,
-                seeded=random_state is not None or privatizer.random_state is not None,
-                run_key_id=key.id if key is not None else None,
-                input=input_id(src, input_label),
-                run_key_origin=key.origin if key is not None else "seed",
-                input_digest=digest.hexdigests() if digest is not None else None,
-            )
+            m = run_manifest(privatizer, totals, started=started, finished=now(), format=fmt, **fields)
         write_manifest(manifest_path(dst), m)
     return totals
 
 
-@dataclass
-class LedgerEntry:
-    """What several releases spent on the words of one column of one input."""
+class _Discard(io.RawIOBase):
+    """A binary sink that keeps nothing (a pass over an input that writes no output)."""
 
-    input: str | None
-    column: str
-    releases: int
-    epsilon: float
-    records: list[int]
-    mechanisms: list[str]
-    metrics: list[str]
-    manifests: list[str]
+    def writable(self) -> bool:
+        return True
 
-    def describe(self) -> dict[str, Any]:
-        return {
-            "input": self.input,
-            "column": self.column,
-            "releases": self.releases,
-            "epsilon_per_word": self.epsilon,
-            "records": self.records,
-            "mechanisms": self.mechanisms,
-            "metrics": self.metrics,
-            "manifests": self.manifests,
-        }
+    def write(self, b: Any) -> int:
+        return len(memoryview(b))
 
 
-def privacy_ledger(
-    manifests: Sequence[str | Path | Mapping[str, Any]], budget: float | None = None
-) -> tuple[list[LedgerEntry], list[str]]:
-    """Sum what the releases described by ``manifests`` spent per input and column; and warnings.
+def _input_digest(
+    src: str | Path, key: RunKey, *, columns: Sequence[str] | None, format: str | None, batch_size: int
+) -> dict[str, str]:
+    """The keyed input digest of ``src`` as :func:`privatize_file` would record it, computed
+    before any noise is drawn (one read of the input, nothing written, nothing kept)."""
+    from .io import detect_format
+    from .io._transform import MAX_RECORD_CHARS as limit
+    from .io._transform import _iter, check_columns
 
-    Composition: a word released ``k`` times at epsilons ``e_1..e_k`` (independent noise)
-    is protected at ``e_1 + ... + e_k``, as by one release at that epsilon. The ledger never
-    undercounts: two manifests of a column are ONE release (a recomputation, a re-run with
-    the exported key: the same noise, so the same output) only when they provably are --
-    the same run key id, the same mechanism and parameters (:func:`_release_params`), and
-    the same keyed input digest of that column (the same texts at the same positions).
-    Anything else -- another batch size is the same release; a line inserted, another
-    mechanism or epsilon, a manifest without a digest (engines, old manifests, seeds) -- is
-    counted as a release of its own. A manifest without an input id (standard input
-    without --input-label) cannot be matched and is its own input.
-    ``budget``: warn where a column's total exceeds it (like diffprivlib's BudgetAccountant).
-    """
-    groups: dict[tuple[str | None, str, int], dict[str, Any]] = {}
-    warnings_: list[str] = []
-    for i, item in enumerate(manifests):
-        m = dict(item) if isinstance(item, Mapping) else read_manifest(item)
-        name = str(item) if not isinstance(item, Mapping) else f"manifest {i + 1}"
-        rel = m.get("release") or {}
-        eps = rel.get("epsilon_per_word", (m.get("mechanism") or {}).get("epsilon"))
-        if not isinstance(eps, int | float):
-            raise DataError(f"{name}: no epsilon in the manifest")
-        inp = rel.get("input")
-        cols = rel.get("columns", m.get("columns")) or ["(text)"]
-        records = int(rel.get("records", (m.get("counts") or {}).get("texts", 0)) or 0)
-        key_id = rel.get("run_key_id")
-        found = rel.get("input_digest")
-        digests: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
-        params = _release_params(m, eps)
-        mech = rel.get("mechanism") or (m.get("mechanism") or {}).get("mechanism") or "?"
-        metric = rel.get("metric") or (m.get("mechanism") or {}).get("metric") or "?"
-        for col in cols:
-            g = groups.setdefault(
-                (inp, col, i if inp is None else -1),
-                {"runs": {}, "records": set(), "mechs": set(), "metrics": set(), "files": [], "keys": {}},
-            )
-            digest = digests.get(col)
-            if key_id and isinstance(digest, str) and digest:
-                run: Any = (key_id, params, digest)  # provably the same noise on the same texts
-                seen = g["keys"].setdefault(key_id, set())
-                seen.add(run)
-                if len(seen) == 2:
-                    warnings_.append(
-                        f"{name}: run key {key_id} was used over another input or with other parameters for "
-                        f"column {col}: counted as separate releases (a run key belongs to one input)"
-                    )
-            else:
-                run = f"manifest:{i}"  # nothing proves it is another's recomputation: a release of its own
-            g["runs"][run] = float(eps)
-            g["records"].add(records)
-            g["mechs"].add(mech)
-            g["metrics"].add(metric)
-            g["files"].append(name)
-    entries = []
-    for (inp, col, _), g in groups.items():
-        total = sum(g["runs"].values())
-        entry = LedgerEntry(
-            inp, col, len(g["runs"]), total, sorted(g["records"]), sorted(g["mechs"]), sorted(g["metrics"]), g["files"]
-        )
-        entries.append(entry)
-        where = f"input {inp or '(unknown)'} column {col}"
-        if entry.releases > 1:
-            warnings_.append(
-                f"{where} was released {entry.releases} times: each word of it is protected at "
-                f"epsilon {total:g} in total (the epsilons add up), not at any one release's epsilon"
-            )
-            if len(g["metrics"]) > 1:
-                warnings_.append(
-                    f"{where}: releases under different metrics ({', '.join(entry.metrics)}) add up per metric"
-                )
-            if len(g["records"]) > 1:
-                warnings_.append(f"{where}: the releases cover different numbers of records (the input changed?)")
-        if budget is not None and total > budget:
-            warnings_.append(f"{where}: epsilon {total:g} spent, over the budget of {budget:g}")
-        if inp is None:
-            warnings_.append(f"{', '.join(g['files'])}: no input id, cannot be matched with other releases")
-    return entries, warnings_
+    fmt = detect_format(src, format)
+    digest = key.input_digest()
 
+    def fn(texts: list[str], units: list[tuple[int, str]]) -> list[str]:
+        for (pos, col), text in zip(units, texts, strict=True):
+            digest.add(pos, col or "(text)", text)
+        return texts
 
-def _release_params(manifest: Mapping[str, Any], eps: float) -> str:
-    """What the output depends on besides the key and the input: mechanism and its parameters,
-    embedding, policies (a canonical string). The decode's description is left out: the same
-    noise decoded otherwise is post-processing of one release."""
-    mech = {k: v for k, v in dict(manifest.get("mechanism") or {}).items() if k != "decode"}
-    emb = dict(manifest.get("embedding") or {})
-    fields = {
-        "mechanism": mech,
-        "epsilon": float(eps),
-        "options": manifest.get("options"),
-        "embedding": emb.get("fingerprint"),
-        "vocabulary": manifest.get("vocabulary"),
-        "oov": manifest.get("oov"),
-        "case": manifest.get("case"),
-    }
-    return json.dumps(fields, sort_keys=True, default=str)
+    sink: Any = _Discard()
+    if fmt == "parquet":
+        import pyarrow as pa
 
-
-def input_id(src: str | Path | None, label: str | None = None) -> str | None:
-    """The input's public id in a ledger: the user's ``label`` (``dataset:LABEL``), else a hash of its path.
-
-    Never derived from the content: a content hash would let anyone holding a guessed
-    file confirm it was the input. ``None`` for standard input without a label.
-    """
-    if label is not None:
-        return f"dataset:{label}"
-    if src is None or str(src) == "-":
-        return None
-    path = os.path.realpath(os.fspath(src))
-    return "path:" + hashlib.sha256(path.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+        sink = pa.MockOutputStream()
+    for _ in _iter(src, fmt, check_columns(columns, fmt), fn, sink, batch_size, False, limit):
+        pass
+    return digest.hexdigests()
 
 
 # ----------------------------------------------------------------- one privatizer per process
@@ -518,7 +445,7 @@ def _load(
     with warnings.catch_warnings():  # the caller warned already (driver, or privatize's own check)
         warnings.simplefilter("ignore", NotPrivateWarning)
         warnings.simplefilter("ignore", WeakPrivacyWarning)
-        priv = Privatizer(mech, oov=oov, case=case)
+        priv = Privatizer(mech, oov=oov, case=case, check_strength=False)
     _loads += 1
     log = os.environ.get(LOAD_LOG_ENV)
     if log:
@@ -542,6 +469,8 @@ def privatize(
     random_state: RandomState = None,
     run_key: RunKey | str | None = None,
     max_record_chars: int | None = MAX_RECORD_CHARS,
+    accountant: BudgetAccountant | None = None,
+    dataset: str | os.PathLike[str] | None = None,
     **options: Any,
 ) -> Any:
     """Privatize texts in one call, with the command line's defaults.
@@ -571,6 +500,13 @@ def privatize(
     no limit. ``target=`` is given only with ``epsilon="auto"``. A setting under which
     most words come out unchanged warns :class:`~deniable.WeakPrivacyWarning` (the
     command line's ``WEAK``).
+
+    Budget: every call is a release charged to ``accountant`` (a
+    :class:`~deniable.budget.BudgetAccountant`; default: the default accountant, which
+    records without a ceiling unless one was set) for the data set ``dataset`` (a name, a
+    path, or ``None``: all unlabelled releases together), before any noise is drawn: a call
+    that would exceed the budget raises :class:`~deniable.budget.BudgetError` and draws
+    nothing. Repeating a call with the same ``run_key`` over the same texts costs nothing.
     """
     from ._random import check_random_state
     from ._validation import check_choice, check_epsilon, check_int
@@ -594,6 +530,8 @@ def privatize(
     if max_record_chars is not None:
         check_int("max_record_chars", max_record_chars, minimum=1)
     opts = dict(validate_options(mechanism, dict(options)))
+    acc = BudgetAccountant.load_default(accountant)
+    scope = dataset_id(dataset)
     values, rebuild = _as_values(texts, column, max_record_chars)
     rng = None
     if random_state is not None:
@@ -618,18 +556,60 @@ def privatize(
     warn_if_weak(priv.mechanism, stacklevel=2)  # at the caller's line; the rule and words of the CLI's WEAK
     present = [i for i, t in enumerate(values) if t is not None]
     result: list[str | None] = list(values)
-    if present:
-        chosen: list[str] = [values[i] for i in present]  # type: ignore[misc]
-        if key is None:
-            out = priv.privatize_batch(chosen, rng)
-        else:  # each text its own stream: (its row, its column, its text), as privatize_file keys them
-            names = [""] if column is None else ([column] if isinstance(column, str) else list(dict.fromkeys(column)))
-            rows = len(values) // len(names)
-            gens = [key.record_generator(i % rows, names[i // rows], t) for i, t in zip(present, chosen, strict=True)]
-            out, _ = priv.privatize_batch_with_stats(chosen, generators=gens)
-        for i, text in zip(present, out, strict=True):
-            result[i] = text
+    names = [""] if column is None else [_label_key(c) for c in _column_labels(column)]
+    rows = len(values) // len(names)
+    chosen: list[str] = [values[i] for i in present]  # type: ignore[misc]
+    digest = None
+    if key is not None:  # keyed, as privatize_file keys a file: a repeat of this call is provably the same
+        digest = key.input_digest()
+        for i, t in zip(present, chosen, strict=True):
+            digest.add(i % rows, names[i // rows] or "(text)", t)
+    release = release_fields(
+        priv,
+        records=rows,
+        embedding=emb_label,
+        vocabulary=vocabulary,
+        columns=[n or "(text)" for n in names],
+        seeded=rng is not None,
+        run_key_id=key.id if key is not None else None,
+        input=scope,
+        run_key_origin=key.origin if key is not None else "seed",
+        input_digest=digest.hexdigests() if digest is not None else None,
+    )
+    reservation = acc.reserve(release=release)  # BudgetError here: nothing drawn
+    try:
+        if present:
+            if key is None:
+                out = priv.privatize_batch(chosen, rng)
+            else:  # each text its own stream: (its row, its column, its text), as privatize_file keys them
+                gens = [
+                    key.record_generator(i % rows, names[i // rows], t) for i, t in zip(present, chosen, strict=True)
+                ]
+                out, _ = priv.privatize_batch_with_stats(chosen, generators=gens)
+            for i, text in zip(present, out, strict=True):
+                result[i] = text
+    except BaseException:
+        reservation.cancel()
+        raise
+    reservation.commit()
     return rebuild(result)
+
+
+def _column_labels(column: Any) -> list[Any]:
+    """``column=`` as a list of distinct labels: one label (a str, or e.g. the int labels of
+    ``pd.DataFrame(rows)``), or a list / tuple of them."""
+    from ._errors import InvalidParameterError
+
+    cols = list(column) if isinstance(column, list | tuple) else [column]
+    for c in cols:
+        if not isinstance(c, Hashable) or isinstance(c, list | tuple):
+            raise InvalidParameterError("column", type(c).__name__, "a column label, or a list of them")
+    return list(dict.fromkeys(cols))
+
+
+def _label_key(label: Any) -> str:
+    """A column label as the text that keys its records' noise (a non-str label cannot equal a str one)."""
+    return label if isinstance(label, str) else f"\x00{type(label).__name__}:{label!r}"
 
 
 def _missing(value: Any) -> bool:
@@ -673,12 +653,7 @@ def _as_values(
     if kind == "pandas.DataFrame":
         if column is None:
             raise InvalidParameterError("column", None, "the text column(s) of the DataFrame")
-        # one label (a str, or e.g. the int labels of pd.DataFrame(rows)), or a list / tuple of them
-        cols = list(column) if isinstance(column, list | tuple) else [column]
-        for c in cols:
-            if not isinstance(c, Hashable) or isinstance(c, list | tuple):
-                raise InvalidParameterError("column", type(c).__name__, "a column label, or a list of them")
-        cols = list(dict.fromkeys(cols))
+        cols = _column_labels(column)
         for c in cols:
             if c not in texts.columns:
                 raise InvalidParameterError("column", c, "a column of the DataFrame")

@@ -59,6 +59,7 @@ __all__ = [
     "artefact_path",
     "build_artefact",
     "content_id",
+    "describe_build",
     "legacy_tem_folders",
     "list_artefacts",
     "obtain_artefact",
@@ -83,6 +84,7 @@ _KINDS: dict[str, Builder] = {}
 #: whether an intact artefact of a kind no longer fits its inputs (other artefacts)
 Stale = Callable[["Vocabulary", dict[str, Any], Path], bool]
 _STALE: dict[str, Stale] = {}
+_ABOUT: dict[str, str] = {}  # kind -> what it is and what reads it (register_kind's ``about``)
 _verified: dict[tuple[str, int, int, int], bool] = {}  # (file, inode, size, mtime_ns) -> checked
 _verified_lock = threading.Lock()
 
@@ -112,18 +114,29 @@ class ArtefactInfo:
         return self.path / name
 
 
-def register_kind(kind: str, builder: Builder, stale: Stale | None = None) -> None:
+def register_kind(kind: str, builder: Builder, stale: Stale | None = None, *, about: str | None = None) -> None:
     """Declare how to build artefacts of ``kind`` (one builder per kind).
 
     ``stale(embedding, params, path)``: whether an intact copy at ``path`` no longer fits
     the artefacts it was computed from (it is then rebuilt by :func:`build_artefact` and not
-    returned by :func:`open_artefact`).
+    returned by :func:`open_artefact`). ``about``: what the artefact is and what reads it
+    (e.g. ``"the k-NN tables TEM samples from"``), for the line a build shows (:func:`describe_build`).
     """
     _KINDS[kind] = builder
+    if about is not None:
+        _ABOUT[kind] = about
     if stale is not None:
         _STALE[kind] = stale
     else:
         _STALE.pop(kind, None)
+
+
+def describe_build(embedding: Vocabulary, kind: str) -> str:
+    """The line a build of ``kind`` shows: what it builds, why, and that it is done once.
+
+    A function of public data only (the kind, the vocabulary's size)."""
+    about = _ABOUT.get(kind, f"the prepared artefact {kind}")
+    return f"deniable: building {about}, for {embedding.size:,} words: once per embedding and settings, then reused"
 
 
 def _is_stale(embedding: Vocabulary, kind: str, params: dict[str, Any], path: Path) -> bool:
@@ -376,10 +389,10 @@ def build_artefact(
             shutil.rmtree(old, ignore_errors=True)
         tmp = path.parent / f"{_TMP}{path.name}-{uuid.uuid4().hex}"
         tmp.mkdir(parents=True)
-        what = description or f"deniable: building the prepared artefact {kind} (once; later runs reuse it)"
+        what = description or describe_build(embedding, kind)
         try:
             t0 = time.perf_counter()
-            with building(what):
+            with building(what, enabled=show_progress):
                 if builder is not None:
                     sums = builder(tmp, show_progress) or {}
                 else:

@@ -118,9 +118,14 @@ class Privatizer:
         the first call, doubled on a miss), as the service holds its responses; the cost
         is about twice the unpadded time of a call (docs/threat-model.md, "Time").
 
-    A setting under which most words of a typical text come out unchanged warns
-    :class:`~deniable.WeakPrivacyWarning` when the Privatizer is built (the command line's
-    ``WEAK``; :func:`deniable.calibrate.table.warn_if_weak`, from public reference text).
+    check_strength
+        ``True`` (default): a setting under which most words of a typical text come out
+        unchanged warns :class:`~deniable.WeakPrivacyWarning` when the Privatizer is built
+        (the command line's ``WEAK``; :func:`deniable.calibrate.table.warn_if_weak`, from
+        public reference text: the first time for an epsilon it measures, then reads the
+        stored point). ``False`` skips that check: for callers that state the strength
+        themselves (the command line, :func:`deniable.privatize`, the service) and for
+        engine workers, whose driver checked once.
 
     Lookups ignore case when the embedding is all lower case. For a case-sensitive
     embedding (any upper-case entry) lookup is exact, case is part of the word the
@@ -134,6 +139,7 @@ class Privatizer:
     random_state: RandomState = None
     case: str = "sentence"
     pad_time: bool = False
+    check_strength: bool = True
 
     OOV_POLICIES: ClassVar[tuple[str, ...]] = OOV_POLICIES
     CASE_POLICIES: ClassVar[tuple[str, ...]] = CASE_POLICIES
@@ -157,7 +163,8 @@ class Privatizer:
             object.__setattr__(self, "_rng", check_random_state(self.random_state, stacklevel=3))
         from .calibrate.table import warn_if_weak
 
-        warn_if_weak(self.mechanism, stacklevel=3)  # WEAK as the command line says it (public data only)
+        if self.check_strength:
+            warn_if_weak(self.mechanism, stacklevel=3)  # WEAK as the command line says it (public data only)
 
     def _opt_in_leaks(self) -> list[tuple[str, str]]:
         """(option, what it releases) for each explicit opt-in that copies input outside the guarantee."""

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from .integrations.sklearn import PrivatizeText
+from .integrations.sklearn import EXPECTED_FAILED_CHECKS, PrivatizeText
 
-__all__ = ["PrivatizeText"]
+__all__ = ["EXPECTED_FAILED_CHECKS", "PrivatizeText"]

@@ -238,4 +238,9 @@ def binarize(
     return codes
 
 
-register_kind(CODES_KIND, build_codes_artefact)  # the store's kind, declared where its builder is
+# the store's kind, declared where its builder is
+register_kind(
+    CODES_KIND,
+    build_codes_artefact,
+    about="the binary codes of the words BRR privatizes",
+)

@@ -42,6 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import InvalidParameterError, NotPrivateWarning
+from .._progress import progress
 from ..artefacts import register_kind
 
 if TYPE_CHECKING:
@@ -483,15 +484,26 @@ def build_table(
         log.info("calibration %s: epsilon %g -> %.1f%% unchanged", name, eps, 100 * p.unchanged)
         return p
 
-    if epsilons is not None:
-        for e in sorted({float(e) for e in epsilons}):
-            run(e)
-    else:
-        for e in COARSE:
-            if run(e).unchanged >= SATURATED:
-                break
-        for e in _grid_refined(points):
-            run(e)
+    # progress in epsilon points (coarse grid first, then the refined ones: the total grows);
+    # a function of public work only (the embedding, the mechanism, the reference tokens)
+    what = f"calibration of {name}: epsilon points on {ids.size:,} public reference tokens"
+    grid = sorted({float(e) for e in epsilons}) if epsilons is not None else list(COARSE)
+    with progress(len(grid), what, enabled=show_progress) as advance:
+        if epsilons is not None:
+            for e in grid:
+                run(e)
+                advance(1)
+        else:
+            for e in COARSE:
+                saturated = run(e).unchanged >= SATURATED
+                advance(1)
+                if saturated:
+                    break
+            refined = _grid_refined(points)
+            advance.set_total(len(points) + len(refined))
+            for e in refined:
+                run(e)
+                advance(1)
     random_sim = None
     if hasattr(embedding, "vectors"):
         other = reference_ids(embedding.size, tokens, PUBLIC_SEED + 2)
@@ -755,4 +767,8 @@ def _point(mech: Mechanism, key: dict[str, Any] | None) -> tuple[CalibrationPoin
     return CalibrationTable.from_json(info.file(TABLE_FILE).read_text(encoding="utf-8")).points[0], True
 
 
-register_kind(CALIBRATION_KIND, build_calibration_artefact)  # the store's kind, declared where its builder is
+register_kind(
+    CALIBRATION_KIND,
+    build_calibration_artefact,
+    about="a calibration curve (tokens left unchanged against epsilon, on public reference text)",
+)  # the store's kind, declared where its builder is

@@ -30,7 +30,8 @@ def inspect_manifest_cmd(
     paths: Annotated[
         list[str],
         typer.Argument(
-            help="Manifests (*.manifest.json, _MANIFEST.json) or the outputs they describe; several: the ledger."
+            help="Manifests (*.manifest.json, _MANIFEST.json) or the outputs they describe; several: the ledger. "
+            "A budget file (deniable-budget.json, from privatize --budget) gives the ledger of its releases."
         ),
     ],
     as_json: Annotated[bool, typer.Option("--json", help="Print the manifest (several: the ledger) as JSON.")] = False,
@@ -57,8 +58,19 @@ def inspect_manifest_cmd(
 
     if budget is not None and not budget > 0:
         raise InvalidParameterError("--budget", budget, "a number > 0")
+    from ..budget import is_budget_file, read_budget_file
+
     out = Console(soft_wrap=True)
-    if len(paths) == 1 and budget is None:
+    items: list[Any] = []
+    for path in paths:  # a budget file stands for the releases it records (and its ceiling)
+        if is_budget_file(path):
+            ceiling, releases = read_budget_file(path)
+            items.extend(releases)
+            if budget is None and ceiling != float("inf"):
+                budget = ceiling
+        else:
+            items.append(path)
+    if len(paths) == 1 and budget is None and items == paths:
         manifest = read_manifest(paths[0])
         if as_json:
             out.print_json(json.dumps(manifest))
@@ -70,7 +82,7 @@ def inspect_manifest_cmd(
             table.add_row(key, value)
         out.print(table)
         return
-    entries, warnings = privacy_ledger(paths, budget=budget)
+    entries, warnings = privacy_ledger(items, budget=budget)
     over = budget is not None and any(e.epsilon > budget for e in entries)
     if as_json:
         out.print_json(json.dumps({"ledger": [e.describe() for e in entries], "warnings": warnings, "budget": budget}))

@@ -13,6 +13,7 @@ import typer
 
 from .._errors import InvalidParameterError, NotPrivateWarning, WeakPrivacyWarning
 from .._validation import check_epsilon
+from ..budget import BUDGET_FILE_NAME
 from . import _options as opt
 from ._common import (
     MechanismFlags,
@@ -110,6 +111,24 @@ def privatize_cmd(
             "Default: a hash of the input path.",
         ),
     ] = None,
+    budget: Annotated[
+        float | None,
+        typer.Option(
+            "--budget",
+            help="Refuse the run (exit 2, nothing written, before any noise is drawn) if the releases of this "
+            "input recorded in the budget file plus this one would exceed this epsilon per word (sequential "
+            "composition; a re-run with the same --run-key-file over the same input costs nothing). "
+            "Records the release in the budget file. See docs/budget.md.",
+        ),
+    ] = None,
+    budget_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--budget-file",
+            help=f"With --budget: the file that records the releases (default: {BUDGET_FILE_NAME} in the "
+            "output's folder; needed when writing to standard output).",
+        ),
+    ] = None,
     quiet: Annotated[bool, opt.quiet("No progress bar or summary.")] = False,
     engine: Annotated[
         str,
@@ -146,11 +165,23 @@ def privatize_cmd(
         raise InvalidParameterError("--engine", engine, "local or spark[:MASTER]")
     if run_key_file is not None and seed is not None:
         raise InvalidParameterError("--run-key-file", "with --seed", "one of --run-key-file or --seed")
-    run = from_options(_Run, parsed, epsilon=eps_value, options=options, run_key=_run_key(run_key_file))
+    if budget_file is not None and budget is None:
+        raise InvalidParameterError("--budget-file", str(budget_file), "given only with --budget")
+    key = _run_key(run_key_file)
+    accountant = _budget(budget, budget_file, input, output, input_label, column, eps_value, key, engine_name)
+    run = from_options(_Run, parsed, epsilon=eps_value, options=options, run_key=key, accountant=accountant)
     t0 = time.perf_counter()
     priv, totals = _spark(run, master or "local[*]") if engine_name == "spark" else _local(run)
     if not quiet:
         _summary(priv, totals, mechanism, options, vocabulary, time.perf_counter() - t0)
+        if accountant is not None:
+            scope = input_label if input_label is not None else (None if input == "-" else Path(input))
+            spent = accountant.total(scope)
+            err.print(
+                f"budget: epsilon {spent:g} of {accountant.epsilon:g} per word spent on this input "
+                f"({max(0.0, accountant.epsilon - spent):g} remains), recorded in {accountant.path}",
+                highlight=False,
+            )
 
 
 def _summary(priv: Any, totals: Any, mechanism: str, options: dict[str, Any], vocabulary: str, dt: float) -> None:
@@ -217,6 +248,51 @@ def _run_key(path: Path | None) -> Any:
     return key
 
 
+def _budget(
+    budget: float | None,
+    budget_file: Path | None,
+    input: str,
+    output: str,
+    input_label: str | None,
+    column: list[str] | None,
+    epsilon: float | str,
+    key: Any,
+    engine: str,
+) -> Any:
+    """``--budget``: the budget file's accountant, after a first check made before anything loads.
+
+    The release is refused here when it would exceed the budget as a new release; the one case
+    that waits for the embedding is a run key already recorded for this input (perhaps a
+    reproduction, free: :func:`deniable.api.privatize_file` tells by the keyed input digest).
+    """
+    import math
+
+    from ..api import input_id
+    from ..budget import UNLABELLED, BudgetAccountant, BudgetError, simple_release
+
+    if budget is None:
+        return None
+    if not (budget > 0 and math.isfinite(budget)):
+        raise InvalidParameterError("--budget", budget, "an epsilon per word > 0")
+    if budget_file is None:
+        if output == "-":
+            raise InvalidParameterError("--budget-file", None, "a file to record releases in when writing to -")
+        folder = Path(output).resolve().parent
+        budget_file = folder / BUDGET_FILE_NAME
+    if not budget_file.parent.is_dir():
+        raise InvalidParameterError("--budget-file", str(budget_file), "a file in an existing folder")
+    acc = BudgetAccountant(budget, path=budget_file)
+    ident = input_id(input, input_label) or UNLABELLED
+    if isinstance(epsilon, float):  # as a new release (epsilon auto: checked once resolved, still before noise)
+        columns = list(dict.fromkeys(column or [])) or (["value"] if engine == "spark" else ["(text)"])
+        try:
+            acc.check(release=simple_release(epsilon, ident, columns), name="--budget")
+        except BudgetError:
+            if key is None or engine == "spark" or not acc.has_run_key(ident, key.id):
+                raise
+    return acc
+
+
 def _epsilon_arg(epsilon: str, target: str | None) -> float | str:
     """``--epsilon`` as a number, or ``"auto"`` (then ``--target`` is required and checked here, before loading)."""
     from ..calibrate.table import parse_target
@@ -277,6 +353,7 @@ class _Run:
     quiet: bool
     run_key: Any = None  # a deniable.RunKey, or None: fresh from the OS
     input_label: str | None = None
+    accountant: Any = None  # --budget: a deniable.budget.BudgetAccountant over the budget file
 
 
 def _local(run: _Run) -> tuple[Any, Any]:
@@ -299,7 +376,7 @@ def _local(run: _Run) -> tuple[Any, Any]:
     with warnings.catch_warnings():  # the summary states what is not protected, and WEAK
         warnings.simplefilter("ignore", NotPrivateWarning)
         warnings.simplefilter("ignore", WeakPrivacyWarning)
-        priv = Privatizer(mech, oov=run.oov, case=run.case)
+        priv = Privatizer(mech, oov=run.oov, case=run.case, check_strength=False)
     totals = privatize_file(
         run.input,
         run.output,
@@ -313,6 +390,8 @@ def _local(run: _Run) -> tuple[Any, Any]:
         vocabulary=run.vocabulary,
         run_key=run.run_key,
         input_label=run.input_label,
+        accountant=run.accountant,
+        budget_name="--budget",
     )
     return priv, totals
 
@@ -363,6 +442,8 @@ def _spark(run: _Run, master: str) -> tuple[Any, Any]:
             columns=tuple(columns),
             seed=run.seed,
             run_key=run.run_key,
+            accountant=run.accountant if run.accountant is not None else None,
+            dataset=run.input_label if run.input_label is not None else Path(run.input),
         )
     stats = privatize_path(run.input, run.output, batch, format=fmt, master=master, input_label=run.input_label)
     priv = batch.privatizer()

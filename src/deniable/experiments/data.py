@@ -229,6 +229,15 @@ def split_stratified(data: Split, test_fraction: float, seed: int = 0) -> tuple[
 
 
 # --------------------------------------------------------------------------- recipes
+#: Where a recipe's data comes from, and how to evaluate on a file of one's own (the CLI's flags).
+DATA_HINT = (
+    "the built-in recipes read public data sets you download yourself (nothing is downloaded for you; "
+    "the project's checkout keeps them in ../shared/data, outside the repository; docs/evaluation.md lists "
+    "each recipe's files); to evaluate on your own labelled CSV: deniable evaluate --task file --data train.csv "
+    "--text-column text --label-column label --test-fraction 0.2 -o results/"
+)
+
+
 def _folder(root: str | Path, name: str) -> Path:
     base = Path(root)
     sub = RECIPES[name][0]
@@ -236,7 +245,7 @@ def _folder(root: str | Path, name: str) -> Path:
         return base / sub
     if base.is_dir():
         return base
-    raise DataError(f"data folder {base} does not exist")
+    raise DataError(f"data folder {base} does not exist ({DATA_HINT})")
 
 
 def _sst(folder: Path, fine: bool) -> TaskData:

@@ -346,4 +346,9 @@ def make_code_index(codes: npt.ArrayLike, kind: str | CodeIndex = "flat", **opti
     raise InvalidParameterError("index", kind, "one of " + ", ".join(map(repr, CODE_INDEXES)))
 
 
-register_kind(BINARY_HNSW_KIND, build_binary_hnsw_artefact)  # the store's kind, declared where its builder is
+# the store's kind, declared where its builder is
+register_kind(
+    BINARY_HNSW_KIND,
+    build_binary_hnsw_artefact,
+    about="the binary HNSW index BRR decodes with",
+)

@@ -212,4 +212,9 @@ def make_index(embedding: Embedding, kind: str | Index = "exact", **options: Any
     raise InvalidParameterError("index", kind, "one of 'exact', 'flat', 'hnsw'")
 
 
-register_kind(HNSW_KIND, build_hnsw_artefact)  # the store's kind, declared where its builder is
+# the store's kind, declared where its builder is
+register_kind(
+    HNSW_KIND,
+    build_hnsw_artefact,
+    about="the HNSW index madlib decodes with",
+)

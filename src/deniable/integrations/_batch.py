@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import InitVar, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -84,6 +84,13 @@ class BatchPrivatizer:
         id per record (int or str). Each record then draws from its own keyed stream
         (one mechanism call per record: slower), so recomputation reproduces it. Ids
         must be unique: two records with one id would share a stream.
+    accountant, dataset
+        The budget (:class:`~deniable.budget.BudgetAccountant`; ``None``: the default
+        accountant) charged once for this run, here, on the driver, before any job runs
+        or any noise is drawn: over budget raises :class:`~deniable.budget.BudgetError`.
+        ``dataset`` names the data (a name or a path; ``None``: unlabelled). Neither is
+        kept on the object (nothing of them travels to workers). ``accountant=False``:
+        not a release (a check of the parameters only), nothing charged.
     """
 
     mechanism: str = "madlib"
@@ -101,6 +108,8 @@ class BatchPrivatizer:
     #: calibration table (deniable.calibrate.table); every worker then gets the number
     target: str | None = None
     id_column: str | None = None
+    accountant: InitVar[Any] = None
+    dataset: InitVar[Any] = None
 
     @classmethod
     def for_columns(
@@ -110,13 +119,13 @@ class BatchPrivatizer:
         ``vocab_size``, ``vocabulary``, ``oov``, ``case``, ``seed``, ``run_key``,
         ``id_column``) and, beyond them, the mechanism's declared options (e.g. ``gamma=``
         for TEM)."""
-        own = {f.name for f in fields(cls)} - {"mechanism", "epsilon", "options", "columns"}
+        own = {f.name for f in fields(cls)} - {"mechanism", "epsilon", "options", "columns"} | {"accountant", "dataset"}
         options = {k: v for k, v in params.items() if k not in own}
         kept = {k: v for k, v in params.items() if k in own}
         cols = (columns,) if isinstance(columns, str) else tuple(columns)
         return cls(mechanism=mechanism, epsilon=epsilon, options=options, columns=cols, **kept)
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, accountant: Any, dataset: Any) -> None:
         from ..mechanisms import validate_options
 
         object.__setattr__(self, "options", dict(validate_options(self.mechanism, dict(self.options or {}))))
@@ -150,6 +159,48 @@ class BatchPrivatizer:
             object.__setattr__(self, "run_key", RunKey.from_seed(int(self.seed)))
         else:
             object.__setattr__(self, "run_key", RunKey.check(self.run_key))
+        self._pin_sampler()
+        if accountant is not False:
+            self.charge(accountant, dataset)
+
+    def charge(self, accountant: Any = None, dataset: Any = None, *, text_keyed: bool = False) -> None:
+        """Charge this run to ``accountant`` (default: the default accountant) for ``dataset``:
+        :class:`~deniable.budget.BudgetError` if it would exceed the budget (nothing spent).
+
+        Engines cannot know the input before the job runs, so an engine's run is always a new
+        release of its epsilon on every column (the ledger counts manifests without a keyed
+        input digest the same way); the constructor calls this once, on the driver.
+
+        ``text_keyed``: the caller keys every record by its column and text only (no position:
+        the scikit-learn transformer), so under one run key and one set of parameters a record
+        has exactly one possible output, however often and in whatever subset it is released:
+        a second charge of the same key, parameters and data set is a reproduction and costs
+        nothing (a refit under ``cross_val_score`` with a given ``run_key``).
+        """
+        from ..budget import BudgetAccountant, dataset_id
+
+        acc = BudgetAccountant.load_default(accountant)
+        eps = float(self.epsilon)
+        columns = list(self.columns) or ["(text)"]
+        release = {
+            "manifest_version": 1,
+            "mechanism": {"mechanism": self.mechanism, "epsilon": eps, **dict(self.options)},
+            "vocabulary": self.vocabulary,
+            "oov": self.oov,
+            "case": self.case,
+            "release": {
+                "input": dataset_id(dataset),
+                "columns": columns,
+                "records": None,
+                "epsilon_per_word": eps,
+                "mechanism": self.mechanism,
+                "metric": self.options.get("metric"),
+                "run_key_id": self.run.id,
+                "run_key_origin": self.run.origin,
+                "input_digest": {c: "text-keyed" for c in columns} if text_keyed and not self.run.seeded else None,
+            },
+        }
+        acc.spend(release=release)
 
     # -- the cached privatizer ----------------------------------------------------------------
     @property
@@ -203,7 +254,43 @@ class BatchPrivatizer:
             from ..calibrate.table import attach_resolution
 
             attach_resolution(priv.mechanism, resolution)
+        self._check_sampler(priv)
         return priv
+
+    def _check_sampler(self, priv: Privatizer) -> None:
+        """One sampler per run: a mechanism whose mapping from random stream to output depends on
+        prepared artefacts (TEM: ``sampler()``) must map it the same way in every process of the run,
+        or a recomputed batch would be a second, uncounted release.
+
+        The first process that loads the mechanism (the driver, in :meth:`__post_init__`, where it
+        can read the embedding) pins its sampler; the pin travels with this object, and a worker
+        whose own differs (its cache lacks the prepared tables the driver has, or has them where the
+        driver did not) refuses instead of releasing through another mapping.
+        """
+        sampler = getattr(priv.mechanism, "sampler", None)
+        if not callable(sampler):
+            return
+        mine = str(sampler())
+        pinned = self.__dict__.get("_sampler")
+        if pinned is None:
+            object.__setattr__(self, "_sampler", mine)  # pickled with the object to every worker
+        elif mine != pinned:
+            raise InvalidParameterError(
+                "mechanism",
+                f"{self.mechanism} with sampler '{mine}' in this process",
+                f"the run's sampler '{pinned}': give every worker the same prepared artefacts "
+                "(`deniable prepare`, one DENIABLE_CACHE every worker reads), or none",
+            )
+
+    def _pin_sampler(self) -> None:
+        """On the driver: load the mechanism once if its output mapping depends on prepared artefacts."""
+        from ..mechanisms.registry import mechanism_class
+
+        if not callable(getattr(mechanism_class(self.mechanism), "sampler", None)):
+            return
+        if self.embedding is not None and str(self.embedding).startswith("sparkfiles:"):
+            return  # the driver cannot read it: each worker pins its own (docs/engines.md)
+        self.privatizer()
 
     # -- randomness -----------------------------------------------------------------------------
     @property

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
     from ..privatizer import PrivatizeStats
 
-__all__ = ["privatize", "privatize_path", "privatize_udf", "privatize_with_counts", "session"]
+__all__ = ["privatize", "privatize_path", "privatize_udf", "privatize_with_counts", "session", "worker_python"]
 
 _STRUCT = "__deniable__"
 _COUNTS = ("texts", "tokens", "changed", "oov")
@@ -120,6 +120,7 @@ def privatize_with_counts(
             raise InvalidParameterError("columns", c, "a string column")
     if _STRUCT in names:
         raise InvalidParameterError("columns", _STRUCT, "a DataFrame without this reserved column")
+    worker_python(df.sparkSession)  # before the UDF is made: PySpark copies the python into it
     udf = privatize_udf(batch)
     obs = Observation(f"deniable-{uuid.uuid4().hex[:8]}")
     if not stable_order:
@@ -185,6 +186,35 @@ def privatize(
     return privatize_with_counts(df, batch)[0]
 
 
+#: what PySpark's SparkContext takes as the worker python when $PYSPARK_PYTHON is unset
+_PYSPARK_DEFAULT_PYTHON = "python3"
+
+
+def worker_python(spark: SparkSession) -> str | None:
+    """Make ``spark``'s Python workers run this interpreter (``sys.executable``) unless the user chose one.
+
+    PySpark fixes the workers' python when its SparkContext starts: ``$PYSPARK_PYTHON``, else
+    ``python3`` from the ``PATH`` -- from a venv that is not activated, the system python,
+    without pandas or deniable (``No module named 'pandas'`` in the first task). A choice of
+    the user's is kept: ``$PYSPARK_PYTHON`` or ``spark.pyspark.python`` set, or a context whose
+    python is not PySpark's default (which ``spark.pyspark.python`` then names, as PySpark
+    itself does not apply it to UDF workers). Returns the workers' python (``None`` on Spark
+    Connect, where the server chooses it).
+    """
+    try:
+        sc = spark.sparkContext
+    except Exception:  # Spark Connect: no SparkContext on the client
+        return None
+    current = getattr(sc, "pythonExec", None)
+    if current is None:
+        return None
+    if os.environ.get("PYSPARK_PYTHON") or current != _PYSPARK_DEFAULT_PYTHON:
+        return str(current)  # the user's choice
+    chosen = sc.getConf().get("spark.pyspark.python", None) or sys.executable
+    sc.pythonExec = chosen
+    return chosen
+
+
 # -------------------------------------------------------------------- files (the CLI's engine)
 def session(master: str = "local[*]") -> tuple[SparkSession, bool]:
     """The active SparkSession, or a new one on ``master`` (and whether it was created here)."""
@@ -199,8 +229,9 @@ def session(master: str = "local[*]") -> tuple[SparkSession, bool]:
     if active is not None:
         return active, False
     builder = SparkSession.builder.master(master).appName("deniable")
-    if master.startswith("local"):
+    if master.startswith("local"):  # one machine: the driver listens on loopback only
         builder = builder.config("spark.pyspark.python", sys.executable)
+        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
     builder = builder.config("spark.ui.enabled", "false").config("spark.sql.execution.arrow.pyspark.enabled", "true")
     return builder.getOrCreate(), True
 

@@ -389,4 +389,9 @@ class Diffractor(Mechanism):
         return d
 
 
-register_kind(LIST_KIND, build_list_artefact)  # the store's kind, declared where its builder is
+# the store's kind, declared where its builder is
+register_kind(
+    LIST_KIND,
+    build_list_artefact,
+    about="the sorted word lists 1-Diffractor samples from",
+)

@@ -14,10 +14,11 @@ from .._validation import check_choice, check_epsilon, check_int
 from ..artefacts import register_kind
 from ..embedding import Embedding, Vocabulary
 from ..index import INDEXES, Index, make_index, tuned
+from ..index.exact import ExactIndex
 from ..index.faiss_index import HNSW_KIND, hnsw_artefact_params
 from ..index.tuned import DECODE_CHOICE_KIND, decode_choice_params, decoded_exactly, tuned_index
 from ..metrics import paired_distances
-from ._options import Option
+from ._options import EPSILON_HUGE, Option
 from .base import Mechanism
 from .registry import mechanism_class
 
@@ -31,6 +32,10 @@ _DECODE_OPTIONS = ("index", "batch_size", "index_options")
 #: The smallest epsilon: below it the noise radius ``Gamma(n, 1/epsilon)`` can overflow 64-bit
 #: floats. From it up the decode is exact: see :func:`decode_far`.
 MIN_EPSILON = 1e-300
+#: The ``"auto"`` decode at ``epsilon >= EPSILON_HUGE`` (not private): exact, nothing built or prepared.
+NON_PRIVATE_DECODE = (
+    f"exact (epsilon >= {EPSILON_HUGE:g}: not private, the noise is below float precision; no index built)"
+)
 #: A noisy vector farther than this many times the largest word vector norm (+1) is decoded in
 #: float64 by :func:`decode_far`: float32 distances there lose the differences between words.
 _FAR = 1e3
@@ -196,6 +201,11 @@ class MultivariateLaplace(Mechanism):
         return self._artefact("_index", self._build_index)
 
     def _build_index(self) -> Index:
+        if self.index == "auto" and self.epsilon >= EPSILON_HUGE:
+            # not private (construction warned): the noise is below float precision, every noisy
+            # vector decodes to its own word; no decode is worth a multi-minute HNSW build
+            object.__setattr__(self, "_decode_description", NON_PRIVATE_DECODE)
+            return ExactIndex(self.embedding.vectors)
         if self.index == "auto":
             choice = tuned_index(
                 self.embedding,
@@ -236,7 +246,7 @@ class MultivariateLaplace(Mechanism):
         opts = dict(self.index_options)
         min_size = opts.pop("min_size", None)
         opts.pop("notice", None)
-        if decoded_exactly(self.embedding.size, min_size):
+        if decoded_exactly(self.embedding.size, min_size) or self.epsilon >= EPSILON_HUGE:
             return None
         return decode_choice_params(self._tuning_key(), mechanism=self._noise_spec(), **opts)
 
@@ -353,4 +363,8 @@ def build_decode_choice_artefact(
     tuned.write_choice(embedding, mech._public_queries, params, folder, show_progress)
 
 
-register_kind(DECODE_CHOICE_KIND, build_decode_choice_artefact)
+register_kind(
+    DECODE_CHOICE_KIND,
+    build_decode_choice_artefact,
+    about="madlib's decode choice (HNSW checked against exact search)",
+)

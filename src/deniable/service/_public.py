@@ -1,7 +1,7 @@
 """The public read-only routes (no API key, no work slot: ``_guard.PUBLIC_PATHS``).
 
 The probes (``/livez``, ``/readyz`` and the first version's ``/health``), the playground
-page at ``/`` (``static/playground.html``) and the catalogue of the offer
+page at ``/`` (``static/playground.html``, with ``/static/guarantee.html``) and the catalogue of the offer
 (``/v1/mechanisms`` and its alias ``/mechanisms``). None reads a request body.
 
 May import: FastAPI (the 'serve' extra), ``._offers`` and ``._state``.
@@ -47,6 +47,13 @@ def install_public_routes(app: FastAPI, state: State) -> None:
         from importlib.resources import files
 
         return HTMLResponse(files(__package__).joinpath("static/playground.html").read_text(encoding="utf-8"))
+
+    @app.get("/static/guarantee.html", include_in_schema=False)
+    def guarantee_page() -> HTMLResponse:
+        """The guarantee in plain words, linked from the page (public: ``_guard`` lets ``/static/`` through)."""
+        from importlib.resources import files
+
+        return HTMLResponse(files(__package__).joinpath("static/guarantee.html").read_text(encoding="utf-8"))
 
     def offers() -> dict[str, Any]:
         built = state.mechanisms if state.ready.is_set() else None

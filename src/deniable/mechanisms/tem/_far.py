@@ -175,4 +175,9 @@ def build_far_artefact(embedding: Vocabulary, params: dict[str, Any], folder: Pa
     np.save(folder / "bounds.npy", bounds, allow_pickle=False)
 
 
-register_kind(FAR_KIND, build_far_artefact)  # the store's kind, declared where its builder is
+# the store's kind, declared where its builder is
+register_kind(
+    FAR_KIND,
+    build_far_artefact,
+    about="the far bounds TEM uses for fewer proposals at small epsilon",
+)

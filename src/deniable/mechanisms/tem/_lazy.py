@@ -221,8 +221,10 @@ def _blocks(
     v = mech.embedding.size
     block = max(1, min(128, mech.block_bytes // (4 * v)))
     buf = np.empty((min(block, max(words.size, 1)), v), dtype=np.float32)
-    enabled = mech.show_progress if show is None else show
-    what = f"TEM: {words.size:,} new words x {v:,} distances ({mech.metric}, gamma={mech._gamma:.3g})"
+    # the words of the text being privatized: a bar only when asked for explicitly (its total and
+    # timing depend on the input; `deniable prepare -m tem` is the one-time build that shows progress)
+    enabled = mech.show_progress is True if show is None else show
+    what = f"TEM: new words x {v:,} distances ({mech.metric}, gamma={mech._gamma:.3g})"
     with progress(words.size, what, enabled=enabled) as advance:
         for s in range(0, words.size, block):
             q = words[s : s + block]

@@ -586,4 +586,9 @@ def _offer(heaps: Any, owners: np.ndarray, vals: np.ndarray, ids: np.ndarray, id
     )
 
 
-register_kind(KNN_KIND, build_knn_artefact)  # the store's kind, declared where its builder is
+# the store's kind, declared where its builder is
+register_kind(
+    KNN_KIND,
+    build_knn_artefact,
+    about="the k-NN tables TEM samples from",
+)

@@ -221,4 +221,10 @@ def token_totals(mech: TruncatedExponential, flat: npt.NDArray[np.int64]) -> npt
     return t
 
 
-register_kind(TOTALS_KIND, build_totals_artefact, totals_stale)  # the store's kind, declared where its builder is
+# the store's kind, declared where its builder is
+register_kind(
+    TOTALS_KIND,
+    build_totals_artefact,
+    totals_stale,
+    about="TEM's totals at one epsilon (a token then costs one lookup)",
+)
