@@ -50,6 +50,13 @@ def _on(fake: io.StringIO) -> Iterator[None]:
 @pytest.fixture
 def terminal(monkeypatch: pytest.MonkeyPatch) -> _Terminal:
     monkeypatch.setenv("COLUMNS", "300")  # a wide terminal: rich folds long descriptions on a narrow one
+    from deniable import _progress
+
+    with _progress._lock:  # a display an earlier test left open (an unfinished generator) had its own width
+        if _progress._bar is not None:
+            _progress._bar.stop()
+        monkeypatch.setattr(_progress, "_bar", None)
+        monkeypatch.setattr(_progress, "_users", 0)
     return _Terminal()
 
 

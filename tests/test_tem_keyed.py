@@ -213,9 +213,10 @@ def test_an_engine_run_keeps_one_sampler_across_workers(monkeypatch: pytest.Monk
     shipped = pickle.dumps(run)
     same = pickle.loads(shipped)
     clear_cache()  # a fresh worker, same artefacts: accepted, same output
-    assert same.privatize_texts(["w1 w2 w3"], np.random.Generator(np.random.PCG64(1)))[0] == run.privatize_texts(
-        ["w1 w2 w3"], np.random.Generator(np.random.PCG64(1))
-    )[0]
+    assert (
+        same.privatize_texts(["w1 w2 w3"], np.random.Generator(np.random.PCG64(1)))[0]
+        == run.privatize_texts(["w1 w2 w3"], np.random.Generator(np.random.PCG64(1)))[0]
+    )
     from deniable.embedding import load_embedding
 
     prepare(load_embedding(str(folder)), ["tem"], options={"epsilon": [3.0]}, show_progress=False)

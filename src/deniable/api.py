@@ -601,6 +601,8 @@ def _column_labels(column: Any) -> list[Any]:
     from ._errors import InvalidParameterError
 
     cols = list(column) if isinstance(column, list | tuple) else [column]
+    if not cols:
+        raise InvalidParameterError("column", "an empty list", "a column label, or a list of at least one")
     for c in cols:
         if not isinstance(c, Hashable) or isinstance(c, list | tuple):
             raise InvalidParameterError("column", type(c).__name__, "a column label, or a list of them")

@@ -205,7 +205,7 @@ def _summary(priv: Any, totals: Any, mechanism: str, options: dict[str, Any], vo
     if not _prepared(mech):
         err.print(
             f"[dim]tip: `deniable prepare -m {mechanism}` builds this mechanism's tables for the whole "
-            "vocabulary once (input-independent, a few minutes, memory-mapped by later runs); "
+            "vocabulary once (input-independent; TEM: 1.5 min measured on 2 idle cores; memory-mapped by later runs); "
             "without them every new word costs a scan of the vocabulary[/]",
             highlight=False,
         )

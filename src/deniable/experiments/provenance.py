@@ -269,7 +269,9 @@ def user_audit(
     randomness = ExperimentRandomness.from_random_state(random_state)
     report = ExperimentProgress(show_progress, log)
     privatizers = {
-        (name, eps): Privatizer(make(embedding, eps), oov=oov, check_strength=False) for name, make in mechanisms.items() for eps in epsilons
+        (name, eps): Privatizer(make(embedding, eps), oov=oov, check_strength=False)
+        for name, make in mechanisms.items()
+        for eps in epsilons
     }
     transforms: list[tuple[str, float, Baseline]] = [(b, math.nan, make_baseline(b, embedding)) for b in baselines]
     for (name, eps), priv in privatizers.items():

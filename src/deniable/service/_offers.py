@@ -79,7 +79,9 @@ def build_offer(cfg: ServiceConfig, emb: Vocabulary) -> tuple[Instances, Privati
                     warnings.simplefilter("ignore", NotPrivateWarning)
                     for oov in cfg.oov:
                         for case in cfg.case:
-                            privatizers[(instance, oov, case)] = Privatizer(mech, oov=oov, case=case, check_strength=False)
+                            privatizers[(instance, oov, case)] = Privatizer(
+                                mech, oov=oov, case=case, check_strength=False
+                            )
     return mechanisms, privatizers
 
 
