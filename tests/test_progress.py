@@ -168,3 +168,15 @@ def test_evaluate_without_the_data_says_where_it_comes_from(tmp_path: Path, caps
     assert code != 0
     assert "../shared/data" in err and "outside the repository" in err
     assert "--task file --data train.csv" in err  # how to run it on your own CSV
+
+
+def test_custext_output_sets_show_what_and_how_far(terminal: _Terminal) -> None:
+    """CusText's one-time mapping (minutes on the default vocabulary) says what it builds and counts words placed."""
+    from deniable.mechanisms.custext import CusText
+
+    mech = CusText(make_tiny_embedding(300, 4, seed=3), 2.0, k=5)
+    with _on(terminal):
+        mech.output_set(0)
+    shown = " ".join(terminal.getvalue().split())
+    assert "building custext's output sets of 5 words for 300 words" in shown
+    assert "words placed in output sets" in shown and "300/300" in shown

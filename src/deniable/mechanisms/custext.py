@@ -16,7 +16,7 @@ between them. It is not metric DP. CusText+ additionally releases stopwords unch
 from __future__ import annotations
 
 import math
-import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -48,14 +48,21 @@ _K = Option(
 )
 
 
-def customized_mapping(vectors: npt.ArrayLike, k: int, *, leaders_per_block: int = 1024) -> npt.NDArray[np.int64]:
+def customized_mapping(
+    vectors: npt.ArrayLike,
+    k: int,
+    *,
+    leaders_per_block: int = 1024,
+    advance: Callable[[int], None] | None = None,
+) -> npt.NDArray[np.int64]:
     """``(G, k)`` output sets partitioning the rows (padded with -1), most similar to their leader first.
 
     Greedy in row order: a leader takes the ``k`` unmapped rows of largest cosine similarity
     to it (itself first). Blocks of candidate leaders share one top-``4k`` search (faiss inner
     product on unit rows) against the rows still unmapped at the start of the block; a leader
     whose candidates were taken by an earlier leader of the block is recomputed exactly
-    against every unmapped row, so the result is the sequential greedy's.
+    against every unmapped row, so the result is the sequential greedy's. ``advance(n)`` is told
+    after each block how many more words were placed (a progress bar: public work only).
     """
     import faiss
 
@@ -65,8 +72,12 @@ def customized_mapping(vectors: npt.ArrayLike, k: int, *, leaders_per_block: int
     mapped = np.zeros(v, dtype=bool)
     groups: list[np.ndarray] = []
     m = 4 * k + 8
+    placed = 0
     while not mapped.all():
         free = np.flatnonzero(~mapped)
+        if advance is not None and v - free.size > placed:
+            advance(v - free.size - placed)
+            placed = v - free.size
         leaders = free[:leaders_per_block]
         mm = min(m, free.size)
         index = faiss.IndexFlatIP(u.shape[1])
@@ -89,6 +100,8 @@ def customized_mapping(vectors: npt.ArrayLike, k: int, *, leaders_per_block: int
             mapped[group] = True
             remaining -= group.size
             groups.append(group)
+    if advance is not None and v > placed:
+        advance(v - placed)
     out = np.full((len(groups), k), -1, dtype=np.int64)
     for g, members in enumerate(groups):
         out[g, : members.size] = members
@@ -166,14 +179,17 @@ class CusText(Mechanism):
             groups = np.load(path, allow_pickle=False)
             if groups.ndim == 2 and groups.shape[1] == min(self.k, self.embedding.size):
                 return np.asarray(groups, dtype=np.int64)
-        if self.embedding.size > 50_000:
-            print(
-                f"deniable: {self.name} builds its output sets of {self.k} words over {self.embedding.size:,} "
-                "words once (minutes on a 400k vocabulary; cached on disk for the next runs)",
-                file=sys.stderr,
-                flush=True,
-            )
-        groups = customized_mapping(self.embedding.vectors, self.k)
+        from .._progress import building, progress
+
+        v = self.embedding.size
+        with (
+            building(
+                f"deniable: building {self.name}'s output sets of {self.k} words for {v:,} words: once per "
+                "embedding and k (public vectors only), then reused from the cache"
+            ),
+            progress(v, f"{self.name}: words placed in output sets") as advance,
+        ):
+            groups = customized_mapping(self.embedding.vectors, self.k, advance=advance)
         if path is not None:
             from .._cache import atomic_path
 
