@@ -197,3 +197,14 @@ def guard_answers(guard: Any, receive: Callable[[], Any]) -> list[dict[str, Any]
 
     asyncio.run(guard({"type": "http", "path": "/w", "headers": []}, receive, send))
     return sent
+
+
+@pytest.fixture
+def keyfile(tmp_path: Path) -> Path:
+    """A run key file only its owner can read (what --run-key-file accepts)."""
+    from deniable._random import RunKey
+
+    path = tmp_path / "run.key"
+    path.write_text(RunKey.new().hex() + "\n", encoding="ascii")
+    os.chmod(path, 0o600)
+    return path

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 
 import pytest
@@ -48,14 +47,6 @@ def _fresh_default():
     BudgetAccountant.pop_default()
     if old is not None:
         old.set_default()
-
-
-@pytest.fixture
-def keyfile(tmp_path: Path) -> Path:
-    path = tmp_path / "run.key"
-    path.write_text(RunKey.new().hex() + "\n", encoding="ascii")
-    os.chmod(path, 0o600)
-    return path
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:

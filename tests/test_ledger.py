@@ -26,14 +26,6 @@ def cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
     return code, out.out, out.err
 
 
-@pytest.fixture
-def keyfile(tmp_path: Path) -> Path:
-    path = tmp_path / "run.key"
-    path.write_text(RunKey.new().hex() + "\n", encoding="ascii")
-    os.chmod(path, 0o600)
-    return path
-
-
 def _privatize(
     capsys: pytest.CaptureFixture[str], emb_dir: Path, src: Path, dst: Path, key: Path | None, *extra: str
 ) -> Path:
