@@ -82,6 +82,8 @@ class Advance:
 
 
 def _interactive() -> bool:
+    if _bar is not None:  # a display is on the terminal: rich has put a proxy (no isatty in rich 13) on stderr
+        return True
     return bool(getattr(sys.stderr, "isatty", lambda: False)())
 
 
@@ -99,7 +101,10 @@ def progress(total: float | None, description: str, *, enabled: bool | None = No
         return
     with _shared_bar() as bar:
         task = bar.add_task(description, total=total)
-        yield Advance(bar, task)
+        try:
+            yield Advance(bar, task)
+        finally:
+            bar.refresh()  # the step's last state on screen, however fast it was (rich 13 drew none)
 
 
 _lock = threading.Lock()
