@@ -101,10 +101,7 @@ def progress(total: float | None, description: str, *, enabled: bool | None = No
         return
     with _shared_bar() as bar:
         task = bar.add_task(description, total=total)
-        try:
-            yield Advance(bar, task)
-        finally:
-            bar.refresh()  # the step's last state on screen, however fast it was (rich 13 drew none)
+        yield Advance(bar, task)
 
 
 _lock = threading.Lock()

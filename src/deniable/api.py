@@ -258,19 +258,19 @@ def privatize_file(
     digest = key.input_digest() if key is not None else None
     seeded = random_state is not None or privatizer.random_state is not None
     reservation = None
+    label = input_id(src, input_label)
+    fields: dict[str, Any] = {  # the release's ledger fields (the keyed input digest is added once read)
+        "embedding": embedding,
+        "vocabulary": vocabulary,
+        "columns": columns,
+        "seeded": seeded,
+        "run_key_id": key.id if key is not None else None,
+        "input": label,
+        "run_key_origin": key.origin if key is not None else "seed",
+    }
     if accountant is not None:  # checked and recorded before any noise is drawn
-        ident = input_id(src, input_label)
-        if ident is None:
-            ident = UNLABELLED
-        pre: dict[str, Any] = {
-            "embedding": embedding,
-            "vocabulary": vocabulary,
-            "columns": columns,
-            "seeded": seeded,
-            "run_key_id": key.id if key is not None else None,
-            "input": ident,
-            "run_key_origin": key.origin if key is not None else "seed",
-        }
+        ident = UNLABELLED if label is None else label
+        pre = {**fields, "input": ident}
         cand = release_fields(privatizer, records=None, **pre)
         if key is not None and str(src) != "-" and accountant.would_refuse(cand):
             if accountant.has_run_key(ident, key.id):  # perhaps a reproduction: the keyed digest tells
@@ -302,16 +302,7 @@ def privatize_file(
     written = manifest and str(dst) != "-"
     if not written and reservation is None:
         return totals
-    fields: dict[str, Any] = {
-        "embedding": embedding,
-        "vocabulary": vocabulary,
-        "columns": columns,
-        "seeded": seeded,
-        "run_key_id": key.id if key is not None else None,
-        "input": input_id(src, input_label),
-        "run_key_origin": key.origin if key is not None else "seed",
-        "input_digest": digest.hexdigests() if digest is not None else None,
-    }
+    fields["input_digest"] = digest.hexdigests() if digest is not None else None
     if reservation is not None:  # completed with the keyed input digest: a later reproduction is free
         rec = release_fields(privatizer, records=totals.texts, **fields)
         rec["release"]["input"] = rec["release"]["input"] or UNLABELLED  # stdin without a label

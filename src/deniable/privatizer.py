@@ -161,9 +161,9 @@ class Privatizer:
             )
         if self.random_state is not None:
             object.__setattr__(self, "_rng", check_random_state(self.random_state, stacklevel=3))
-        from .calibrate.table import warn_if_weak
-
         if self.check_strength:
+            from .calibrate.table import warn_if_weak
+
             warn_if_weak(self.mechanism, stacklevel=3)  # WEAK as the command line says it (public data only)
 
     def _opt_in_leaks(self) -> list[tuple[str, str]]:
