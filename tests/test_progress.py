@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import sys
 import warnings
 from collections.abc import Iterator
@@ -49,6 +50,11 @@ def _on(fake: io.StringIO) -> Iterator[None]:
 
 @pytest.fixture
 def terminal(monkeypatch: pytest.MonkeyPatch) -> _Terminal:
+    from rich.console import Console
+
+    # rich reads the environment through the os.environ object it saw at import; `datasets`' map with
+    # num_proc rebinds os.environ to a copy (an earlier test in the same process), so point rich at the live one
+    monkeypatch.setattr(Console, "_environ", os.environ)
     monkeypatch.setenv("COLUMNS", "300")  # a wide terminal: rich folds long descriptions on a narrow one
     from deniable import _progress
 
