@@ -31,7 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("_validation", "_random", "_progress", "_cache", "_padding", "io"),  # io: files and records only
     ("text",),
     ("embedding",),  # vocabularies, float embeddings, the BRR device vocabulary (_codes), loaders
-    ("metrics", "artefacts"),
+    ("metrics", "artefacts", "priors"),  # priors: public word priors (decoders, attackers)
     ("binarize", "index"),
     ("mechanisms",),
     ("calibrate", "bow"),

@@ -87,7 +87,7 @@ def _run_reconstruction(
     candidates: int | None,
 ) -> None:
     """``--attack reconstruction`` on ``task``'s training texts (docs/attacker.md)."""
-    from ..experiments.priors import make_prior
+    from ..priors import make_prior
     from ..experiments.reconstruction import run_reconstruction, write_reconstruction_results
 
     with _flags_named("prior"):

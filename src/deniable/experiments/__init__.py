@@ -6,7 +6,7 @@
   classifier, the attack MLP, a TF-IDF answer ranker;
 - :mod:`~deniable.experiments.membership`: the shadow-model attack of seed 004 App. C;
 - :mod:`~deniable.experiments.reconstruction`: the word reconstruction attacker (what share of the
-  words an attacker who knows the mechanism and a public prior, :mod:`~deniable.experiments.priors`,
+  words an attacker who knows the mechanism and a public prior, :mod:`~deniable.priors`,
   recovers);
 - :mod:`~deniable.experiments.harness`: the grid over mechanisms x epsilons x repeats;
 - :mod:`~deniable.experiments.output`: the text tasks' tables and plots;
@@ -26,7 +26,7 @@ from .membership import MembershipResult, membership_inference, shadow_attack, t
 from .metrics import accuracy, auc, auc_interval, ranking_scores, t_interval
 from .models import MODELS, FastTextClassifier, TfidfLogistic, TfidfRanker, attack_model, make_model
 from .output import markdown_table, plot_metric, write_results
-from .priors import PRIORS, Prior, make_prior
+from ..priors import PRIORS, Prior, make_prior
 from .reconstruction import ReconstructionResult, TokenSample, reconstruction_attack, reconstruction_evaluation
 from .results import ExperimentConfig, ExperimentProgress, ExperimentRandomness, Results, write_files
 

@@ -1,7 +1,7 @@
 """Word reconstruction: what share of the words an attacker who knows the mechanism recovers.
 
 Attacker model (docs/attacker.md). It knows the mechanism and its parameters, the embedding and
-a public prior over input words (:mod:`deniable.experiments.priors`); it reads one privatized
+a public prior over input words (:mod:`deniable.priors`); it reads one privatized
 token ``y`` at a time and guesses the Bayes-optimal unigram answer
 
     guess(y) = argmax_{w in C} prior(w) * P(M(w) = y)
@@ -55,7 +55,7 @@ from ..mechanisms.base import Mechanism
 from ..text import SENTENCE_END
 from .data import TaskData
 from .harness import EvaluationConfig, truncate_words
-from .priors import Prior, make_prior
+from ..priors import Prior, make_prior
 from .results import ExperimentRandomness, Results, format_interval, write_files
 
 __all__ = [

@@ -1,8 +1,9 @@
-"""Public priors over input words: what an attacker believes before it reads a privatized text.
+"""Public priors over input words: what is believed about a word before its privatized form is read.
 
 A reconstruction attacker (:mod:`deniable.experiments.reconstruction`) guesses
 ``argmax_w prior(w) * P(M(w) = y)``; the prior is the only thing it knows about the text
-besides the mechanism. It is declared here once, from public data only, never from the
+besides the mechanism. A posterior decoder (the ``prior`` option of the perturb-then-decode
+mechanisms) uses the same priors to decode a noisy vector to its most probable word. It is declared here once, from public data only, never from the
 text under attack:
 
 - ``zipf`` (``zipf:S`` for an exponent ``S``, default 1): ``prior(w) ~ 1 / rank(w)^S`` over the
@@ -26,8 +27,8 @@ from typing import IO, BinaryIO
 import numpy as np
 import numpy.typing as npt
 
-from .._errors import DataError, InvalidParameterError
-from ..embedding import Vocabulary
+from ._errors import DataError, InvalidParameterError
+from .embedding import Vocabulary
 
 __all__ = ["PRIORS", "Prior", "counts_prior", "make_prior", "uniform_prior", "zipf_prior"]
 
