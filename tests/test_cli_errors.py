@@ -7,6 +7,7 @@ import errno
 import gzip
 import logging
 import os
+import re
 import subprocess
 import sys
 import time
@@ -170,7 +171,9 @@ def test_debug_shows_the_traceback_only_when_asked(
         assert "Traceback" in err and SECRET in err and "may quote input text" in err
 
 
-def test_long_builds_are_announced_once_short_ones_not(capsys: pytest.CaptureFixture[str]) -> None:
+def test_long_builds_are_announced_once_and_their_end_said_short_ones_not(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     logger = logging.getLogger("deniable")
     handler = _BuildNotices(after=0.1)
     old = logger.level
@@ -187,7 +190,9 @@ def test_long_builds_are_announced_once_short_ones_not(capsys: pytest.CaptureFix
         logger.removeHandler(handler)
         logger.setLevel(old)
     err = capsys.readouterr().err
-    assert err.splitlines() == ["deniable: a long build (once)"]
+    lines = err.splitlines()
+    assert lines[0] == "deniable: a long build (once)" and len(lines) == 2
+    assert re.fullmatch(r"deniable: a long build \(once\): done in 0\.[4-9] s", lines[1])
 
 
 def test_the_cli_announces_a_long_build_off_a_terminal(
@@ -207,7 +212,8 @@ def test_the_cli_announces_a_long_build_off_a_terminal(
     monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setitem(prep._KINDS, _tables.KNN_KIND, slow)
     code, _, err = run(["prepare", "--embedding", str(emb_dir), "-q"], capsys)
-    assert code == 0 and "building the k-NN tables TEM samples from" in " ".join(err.split())
+    said = " ".join(err.split())
+    assert code == 0 and "building the k-NN tables TEM samples from" in said and re.search(r": done in \d+\.\d s", said)
     code, _, err = run(["prepare", "--embedding", str(emb_dir), "-q"], capsys)  # prepared: nothing to say
     assert code == 0 and err == ""
 

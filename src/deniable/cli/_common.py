@@ -72,13 +72,15 @@ def _root(
 
 
 class _BuildNotices(logging.Handler):
-    """The library's long one-time work (:func:`deniable._progress.building`) as one line on
-    stderr when it is still running after a second (the outermost build of each thread)."""
+    """The library's long one-time work (:func:`deniable._progress.building`) as lines on
+    stderr: what is built and why when it is still running after a second (the outermost build
+    of each thread), and "...: done in N s" when a build so announced ends. Off a terminal (a
+    log file, CI) these two lines are all that shows; on one, the bars show the work instead."""
 
     def __init__(self, after: float = 1.0) -> None:
         super().__init__(logging.INFO)
         self.after = after
-        self._open: dict[int, list[threading.Timer | None]] = {}
+        self._open: dict[int, list[_Notice | None]] = {}
 
     def emit(self, record: logging.LogRecord) -> None:
         from .._progress import BUILD
@@ -86,23 +88,45 @@ class _BuildNotices(logging.Handler):
         stage = getattr(record, BUILD, None)
         stack = self._open.setdefault(record.thread or 0, [])
         if stage == "start":
-            timer = None
+            notice = None
             if not stack:
-                timer = threading.Timer(self.after, self._say, (record.getMessage(),))
-                timer.daemon = True
-                timer.start()
-            stack.append(timer)
+                notice = _Notice(self.after, record.getMessage())
+            stack.append(notice)
         elif stage == "end" and stack:
-            timer = stack.pop()
-            if timer is not None:
-                timer.cancel()
+            notice = stack.pop()
+            if notice is not None:
+                notice.finish(record.getMessage())
 
-    @staticmethod
-    def _say(message: str) -> None:
-        from .. import _progress
 
-        if _progress._bar is None:  # a progress bar on screen already shows the work
-            err.print(escape(message), highlight=False)
+class _Notice:
+    """One build's start line, said after ``after`` seconds, and its end line if the start was said."""
+
+    def __init__(self, after: float, message: str) -> None:
+        self._lock = threading.Lock()
+        self._said = False
+        self._timer = threading.Timer(after, self._start, (message,))
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _start(self, message: str) -> None:
+        with self._lock:
+            self._said = _say(message)
+
+    def finish(self, message: str) -> None:
+        self._timer.cancel()
+        with self._lock:
+            if self._said:
+                _say(message)
+
+
+def _say(message: str) -> bool:
+    """Print ``message`` on stderr unless a progress display is on screen (it shows the work); True if printed."""
+    from .. import _progress
+
+    if _progress._bar is not None:
+        return False
+    err.print(escape(message), highlight=False)
+    return True
 
 
 def _cause(exc: BaseException) -> tuple[str, int] | None:
