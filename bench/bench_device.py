@@ -3,6 +3,13 @@ privatized fully locally (Node and headless Chromium) at 50k and all 336k words,
 mode (noisy codes / vectors decoded by POST /v1/decode over loopback).
 
     python bench/bench_device.py [--rounds 15] [--out /tmp/deniable-bench-device] [--no-browser] [--no-split]
+    python bench/bench_device.py --cpu [--rounds 15]   # JS vs the Python library, tokens per CPU-second
+
+``--cpu``: the same 30-word message privatized by the Python library (``deniable.Privatizer``
+over the same 50k vocabulary) and by the Node client (its WebAssembly SIMD kernels and its
+typed-array ones), in interleaved rounds of one process each (Python in this process, Node in a
+long-lived child: start-up excluded), each round timed in CPU seconds (``time.process_time``,
+``process.cpuUsage``; BLAS threads counted). Unset OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE first.
 
 Prints tables: median and min-max over interleaved rounds (every configuration once per
 round, in one process: Node, or one Chromium page). Limits: the local decode scans every
@@ -200,14 +207,87 @@ def run_split(arts: dict[str, dict[str, Any]], rounds: int) -> dict[str, Any]:
         proc.wait(timeout=30)
 
 
+def cpu_ratio(rounds: int, out: Path, count: int = 40) -> None:
+    """Tokens per CPU-second, Python library vs Node (wasm and js kernels), interleaved rounds at 50k words."""
+    import warnings
+
+    import deniable
+    from deniable.binarize.device import save_web_artefact, web_artefact_of
+    from deniable.mechanisms import make_mechanism
+    from deniable.text import words
+
+    node = shutil.which("node") or shutil.which("nodejs")
+    if node is None:
+        raise SystemExit("needs node (apt-get install -y nodejs)")
+    emb = deniable.load_embedding(vocab_size=50_000)
+    pys, load = {}, []
+    for name in ("brr", "madlib"):
+        opts = {"bits": 256, "show_progress": False} if name == "brr" else {"index": "exact"}
+        mech = make_mechanism(name, emb, EPS[name], **opts)
+        if name == "brr":
+            mech.prepare()  # type: ignore[attr-defined]
+        folder = out / f"{name}-50k"
+        save_web_artefact(folder, web_artefact_of(mech))
+        load.append({"name": name, "dir": str(folder), "epsilon": EPS[name]})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            pys[name] = deniable.Privatizer(mech, check_strength=False)
+    tokens = len(words(TEXT))
+    proc = subprocess.Popen(
+        [node, str(CLIENT / "tools" / "cpubench.mjs")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+
+    def ask(cmd: dict[str, Any]) -> dict[str, Any]:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(json.dumps(cmd) + "\n")
+        proc.stdin.flush()
+        return dict(json.loads(proc.stdout.readline()))
+
+    rates: dict[str, list[float]] = {}
+    try:
+        ask({"load": load})
+        for name, p in pys.items():  # warm-up, both sides
+            for kern in ("wasm", "js"):
+                ask({"kernels": kern})
+                ask({"run": name, "text": TEXT, "count": 3})
+            for _ in range(3):
+                p.privatize(TEXT)
+        for _ in range(rounds):
+            for name, p in pys.items():
+                t = time.process_time()
+                for _ in range(count):
+                    p.privatize(TEXT)
+                rates.setdefault(f"{name} python", []).append(tokens * count / (time.process_time() - t))
+                for kern in ("wasm", "js"):
+                    ask({"kernels": kern})
+                    r = ask({"run": name, "text": TEXT, "count": count})
+                    rates.setdefault(f"{name} node {kern}", []).append(r["tokens"] / r["cpu_s"])
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(timeout=60)
+    loadavg = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"\nTokens per CPU-second, 50k words, {rounds} interleaved rounds of {count} messages; load {loadavg}")
+    print("| configuration | tok/CPU-s median (min-max) | ratio to python (median of per-round ratios) |")
+    print("|---|---|---|")
+    for key, xs in rates.items():
+        base = rates[f"{key.split()[0]} python"]
+        ratio = statistics.median(x / b for x, b in zip(xs, base, strict=True))
+        print(f"| {key} | {statistics.median(xs):,.0f} ({min(xs):,.0f}-{max(xs):,.0f}) | {ratio:.2f} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--out", type=Path, default=Path("/tmp/deniable-bench-device"))
     ap.add_argument("--no-browser", action="store_true")
     ap.add_argument("--no-split", action="store_true")
+    ap.add_argument("--cpu", action="store_true", help="only the per-CPU-second comparison with the Python library")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.cpu:
+        cpu_ratio(args.rounds, args.out)
+        return
     arts = build(args.out)
     print("| artefact | words | files MB | payload MB | id |")
     print("|---|---|---|---|---|")

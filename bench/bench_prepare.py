@@ -11,6 +11,16 @@ own resource usage (``os.wait4``); the load average is read before and after eac
     python bench/bench_prepare.py -m calibration-madlib -m tem-far --vocabulary words  # README figures
     python bench/bench_prepare.py --vocab-size 100000 -m tem --rounds 3
     python bench/bench_prepare.py --src /work/main/src --src src  # A/B, interleaved
+    python bench/bench_prepare.py -m tem-far --vocab-size 30000 --workers 1,2 --rounds 3  # TEM: 1 vs 2 workers
+
+``--workers`` (TEM's builds: k-NN tables, far bounds, totals) runs each build once per worker
+count in the same round (interleaved), fixed in the child by
+``deniable.mechanisms.tem._shared.set_build_workers`` (the outputs are the same bytes whatever
+the count: tests/test_tem_build_workers.py); without it the library's default (the usable cores).
+For the other builds (madlib's HNSW index and decode choice, BRR's) the count is faiss's OpenMP
+threads (``OMP_NUM_THREADS`` / ``DENIABLE_WORKERS`` in the child, deniable._threads)::
+
+    python bench/bench_prepare.py -m madlib -m brr --vocab-size 50000 --workers 1,2 --rounds 2
 """
 
 from __future__ import annotations
@@ -38,15 +48,27 @@ CONFIGS = {
 QUICK = ("tem", "tem-far", "madlib", "brr", "calibration-tem", "calibration-madlib")
 
 
-def run_prepare(mechanisms: list[str], args: argparse.Namespace, src: str | None) -> dict[str, float]:
+#: the child: the worker count first (0: the default), then the ``deniable`` command line
+_CHILD = (
+    "import sys\n"
+    "from deniable.mechanisms.tem._shared import set_build_workers\n"
+    "set_build_workers(int(sys.argv.pop(1)) or None)\n"
+    "from deniable.cli import main\n"
+    "main()\n"
+)
+
+
+def run_prepare(mechanisms: list[str], args: argparse.Namespace, src: str | None, workers: int = 0) -> dict[str, float]:
     """One fresh-cache ``deniable prepare`` in a child process: wall s, user s, sys s, peak RSS MB."""
     with tempfile.TemporaryDirectory(prefix="bench-prepare-") as cache:
         env = dict(os.environ, DENIABLE_CACHE=cache)
         for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):  # the library's own BLAS choice, as users get it
             env.pop(var, None)
+        if workers:  # the non-TEM builds (HNSW index, decode choice, BRR): faiss's OpenMP threads = workers
+            env.update(OMP_NUM_THREADS=str(workers), DENIABLE_WORKERS=str(workers))
         if src:
             env["PYTHONPATH"] = os.pathsep.join([str(Path(src).resolve()), env.get("PYTHONPATH", "")])
-        cmd = [sys.executable, "-c", "from deniable.cli import main; main()", "prepare", "-q", *mechanisms]
+        cmd = [sys.executable, "-c", _CHILD, str(workers), "prepare", "-q", *mechanisms]
         if args.vocab_size:
             cmd += ["--vocab-size", str(args.vocab_size)]
         else:
@@ -76,30 +98,40 @@ def main() -> None:
     ap.add_argument("--vocab-size", type=int, default=None, help="the N most frequent words instead")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--src", action="append", help="source folder(s) put first on PYTHONPATH (A/B, interleaved)")
+    ap.add_argument(
+        "--workers",
+        default="",
+        help="build worker counts to compare, e.g. 1,2 (interleaved; TEM: its workers; the others: faiss threads)",
+    )
     args = ap.parse_args()
     if args.quick:
         args.vocab_size = args.vocab_size or 5000
     which = args.build or (list(QUICK) if args.quick else [c for c in CONFIGS if c != "all"])
     srcs = args.src or [None]
+    counts = [int(w) for w in args.workers.split(",") if w] or [0]
     print(f"{os.cpu_count()} CPUs; vocabulary: {args.vocab_size or args.vocabulary}", flush=True)
-    print("| source | build | round | wall s | user s | sys s | peak RSS MB | load before / after |")
-    print("|---|---|---|---|---|---|---|---|")
-    walls: dict[tuple[str, str], list[float]] = {}
+    print("| source | build | workers | round | wall s | user s | sys s | peak RSS MB | load before / after |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    walls: dict[tuple[str, str, int], list[float]] = {}
     for r in range(args.rounds):
         for name in which:
             for src in srcs:
-                m = run_prepare(CONFIGS[name], args, src)
-                walls.setdefault((src or "-", name), []).append(m["wall"])
-                print(
-                    f"| {src or '-'} | {name} | {r + 1} | {m['wall']:.1f} | {m['user']:.1f} | {m['sys']:.1f} "
-                    f"| {m['rss']:.0f} | {m['load0']:.2f} / {m['load1']:.2f} |",
-                    flush=True,
-                )
+                for workers in counts:
+                    m = run_prepare(CONFIGS[name], args, src, workers)
+                    walls.setdefault((src or "-", name, workers), []).append(m["wall"])
+                    print(
+                        f"| {src or '-'} | {name} | {workers or 'default'} | {r + 1} | {m['wall']:.1f} "
+                        f"| {m['user']:.1f} | {m['sys']:.1f} | {m['rss']:.0f} | {m['load0']:.2f} / {m['load1']:.2f} |",
+                        flush=True,
+                    )
     print()
-    print("| source | build | rounds | wall s median | min - max |")
-    print("|---|---|---|---|---|")
-    for (src, name), w in walls.items():
-        print(f"| {src} | {name} | {len(w)} | {statistics.median(w):.1f} | {min(w):.1f} - {max(w):.1f} |")
+    print("| source | build | workers | rounds | wall s median | min - max |")
+    print("|---|---|---|---|---|---|")
+    for (src, name, workers), w in walls.items():
+        print(
+            f"| {src} | {name} | {workers or 'default'} | {len(w)} | {statistics.median(w):.1f} "
+            f"| {min(w):.1f} - {max(w):.1f} |"
+        )
 
 
 if __name__ == "__main__":

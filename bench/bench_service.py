@@ -20,6 +20,10 @@ Offers (``--offers``, comma separated):
 - ``tem``: TEM at ``--epsilon`` from prepared tables (minutes to prepare for the whole
   vocabulary on a fresh cache).
 
+``--baseline SRC`` also serves every offer from another copy of the package (``SRC``: a
+``src`` folder, e.g. of a checkout of an earlier commit) as ``NAME@baseline``, in the same
+interleaved rounds: before/after comparisons on a shared machine.
+
 Needs the service and httpx: ``python3 -m pip install -e '.[dev]'``.
 
 Usage::
@@ -111,10 +115,12 @@ async def level(url: str, body: dict[str, object], clients: int, seconds: float,
 
 def start(name: str, args: argparse.Namespace, tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
+    name, _, baseline = name.partition("@")
+    src = str(Path(args.baseline).resolve()) if baseline else str(ROOT / "src")
     config = {**OFFERS[name]}
     if name == "tem":
         config["mechanisms"] = {"tem": {"epsilons": [args.epsilon]}}
-    path = tmp / f"{name}.json"
+    path = tmp / f"{name}{'-baseline' if baseline else ''}.json"
     path.write_text(json.dumps(config))
     cmd = [sys.executable, "-c", "from deniable.cli import main; main()", "serve", "--config", str(path)]
     cmd += ["--port", str(port), "--workers", str(args.workers)]
@@ -122,7 +128,7 @@ def start(name: str, args: argparse.Namespace, tmp: Path) -> tuple[subprocess.Po
         cmd += ["--vocab-size", str(args.vocab_size)]
     if args.embedding:
         cmd += ["--embedding", args.embedding]
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
     return subprocess.Popen(cmd, env=env), f"http://127.0.0.1:{port}"
 
 
@@ -161,9 +167,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--epsilon", type=float, default=10.0)
     ap.add_argument("--clients", default="1,8")
+    ap.add_argument("--baseline", default=None, help="a src folder to serve every offer from too (NAME@baseline)")
     args = ap.parse_args()
     offers = [o for o in args.offers.split(",") if o]
     unknown = set(offers) - set(OFFERS)
+    if args.baseline:
+        offers = [x for o in offers for x in (o, f"{o}@baseline")]
     if unknown:
         raise SystemExit(f"unknown offers: {', '.join(sorted(unknown))} (known: {', '.join(OFFERS)})")
     levels = [int(c) for c in args.clients.split(",")]

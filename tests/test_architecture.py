@@ -28,10 +28,10 @@ UPPER = ("experiments", "cli", "service", "integrations", "spark", "sklearn")
 #: a module imports rooms of its own layer or of lower ones only.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("_errors", "_version"),
-    ("_validation", "_random", "_progress", "_cache", "_padding", "io"),  # io: files and records only
+    ("_validation", "_random", "_progress", "_cache", "_padding", "_threads", "io"),  # io: files and records only
     ("text",),
     ("embedding",),  # vocabularies, float embeddings, the BRR device vocabulary (_codes), loaders
-    ("metrics", "artefacts", "priors"),  # priors: public word priors (decoders, attackers)
+    ("metrics", "artefacts", "priors", "ngram"),  # priors, ngram: public word priors and n-gram (decoders, attackers)
     ("binarize", "index"),
     ("mechanisms",),
     ("calibrate", "bow"),

@@ -178,12 +178,16 @@ def open_page(driver: Any, server: str) -> Any:
     return wait
 
 
-def offered_unchanged(server: str, mechanism: str, epsilon: float) -> float:
+def offered_privacy(server: str, mechanism: str, epsilon: float) -> dict[str, Any]:
     from urllib.request import urlopen
 
     with urlopen(server + "/v1/mechanisms") as r:
         offer = json.load(r)["mechanisms"][mechanism]
-    return float(next(p["expected_unchanged"] for p in offer["privacy"] if p["offered"] == epsilon))
+    return dict(next(p for p in offer["privacy"] if p["offered"] == epsilon))
+
+
+def offered_unchanged(server: str, mechanism: str, epsilon: float) -> float:
+    return float(offered_privacy(server, mechanism, epsilon)["expected_unchanged"])
 
 
 def test_playground_clicks_through_three_modes(driver: Any, server: str, tmp_path: Any) -> None:
@@ -215,6 +219,9 @@ def test_playground_clicks_through_three_modes(driver: Any, server: str, tmp_pat
         share = round(100 * offered_unchanged(server, "madlib", 10))
         help_text = driver.find_element(By.ID, "epsilon-help").text
         assert f"About {share}% of the words of a typical text come out unchanged" in help_text
+        # beside it, the attacker's recovery (issue 41), in the service's own numbers
+        recovered = round(100 * offered_privacy(server, "madlib", 10)["recovered"])
+        assert f"An attacker who knows the mechanism recovers about {recovered}% of the words (" in help_text
         assert "deniable " not in help_text and "--" not in help_text
         if where != "server":  # the artefact's size is said before anything is downloaded
             wait.until(lambda d: "MB" in d.find_element(By.ID, "device-note").text)

@@ -150,6 +150,31 @@ def test_the_calibration_table_after_privatizing(fresh_cache: Any) -> None:
         assert other == seen[0]
 
 
+@pytest.mark.parametrize(("name", "method"), [("tem", "exact"), ("madlib", "held-out")])
+def test_the_attacker_recovery_curve_after_privatizing(fresh_cache: Any, name: str, method: str) -> None:
+    """Issue 41: the recovery each point records (exact, or held out from the point's own draws) is a
+    function of public data only: the same table bytes whatever the instance privatized before."""
+    import os
+
+    emb = _embedding()
+    seen = []
+    for i, history in enumerate(HISTORIES):
+        fresh_cache(f"recovery-{name}-{i}")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            mech = make_mechanism(name, emb, 3.0)
+            ids = _input_ids(emb, history)
+            if ids.size:
+                mech.privatize(np.repeat(ids, 20), np.random.default_rng(1))
+            table = obtain_table(emb, name, {}, tokens=512)
+            described = strength(mech).describe()
+        assert all(p.recovery_method == method and p.recovered is not None for p in table.points)
+        assert "recovered" in described and "recovered_content" in described
+        seen.append((table.to_json(), described, snapshot(Path(os.environ["DENIABLE_CACHE"]))))
+    for other in seen[1:]:
+        assert other == seen[0]
+
+
 def test_the_manifest_privacy_block(fresh_cache: Any, tmp_path: Path) -> None:
     """What every manifest copies: ``privacy`` (the strength) after the same privatizer met other text."""
     from deniable import Privatizer
@@ -171,6 +196,7 @@ def test_the_manifest_privacy_block(fresh_cache: Any, tmp_path: Path) -> None:
             privatize_file(src, dst, priv)
         manifest = json.loads(dst.with_name(dst.name + ".manifest.json").read_text(encoding="utf-8"))
         blocks.append(manifest["privacy"])
+    assert "recovered" in blocks[0]  # the attacker's recovery is part of what every manifest states
     for block in blocks[1:]:
         assert block == blocks[0]
 

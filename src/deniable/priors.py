@@ -3,8 +3,8 @@
 A reconstruction attacker (:mod:`deniable.experiments.reconstruction`) guesses
 ``argmax_w prior(w) * P(M(w) = y)``; the prior is the only thing it knows about the text
 besides the mechanism. A posterior decoder (the ``prior`` option of the perturb-then-decode
-mechanisms) uses the same priors to decode a noisy vector to its most probable word. It is declared here once, from public data only, never from the
-text under attack:
+mechanisms) uses the same priors to decode a noisy vector to its most probable word. Each prior
+is declared here once, from public data only, never from the text under attack:
 
 - ``zipf`` (``zipf:S`` for an exponent ``S``, default 1): ``prior(w) ~ 1 / rank(w)^S`` over the
   embedding's row order. GloVe's rows are in corpus-frequency order, so this needs no extra

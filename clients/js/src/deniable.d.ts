@@ -36,6 +36,10 @@ export declare function hammingTies(
 ): { ties: number[][]; distances: number[] };
 export declare function decodeHamming(codes: Uint32Array, queries: Uint8Array, bits: number): number[];
 export declare function decodeNearest(vectors: Float32Array, queries: Float32Array, dim: number): number[];
+/** Which decode kernels run: "auto" (WebAssembly SIMD where available), "wasm" or "js"; returns the active ones. */
+export declare function useKernels(choice?: "auto" | "wasm" | "js"): "wasm" | "js";
+/** The decode kernels in use now. */
+export declare function activeKernels(): "wasm" | "js";
 
 // -- artefacts --
 export interface FileSpec {

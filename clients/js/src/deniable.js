@@ -12,6 +12,7 @@
 // Mirrors src/deniable/text.py (tokenizer, sentence case), src/deniable/privatizer.py (OOV
 // policy), src/deniable/mechanisms/brr.py and laplace.py (samplers, decode rules).
 
+import { KERNELS_WASM } from "./kernels.wasm.js";
 import { MARK_CLASS, SPACE_CLASS, UNICODE_VERSION, WORD_CLASS } from "./unicode.js";
 
 export { UNICODE_VERSION };
@@ -218,29 +219,78 @@ function asWords32(bytes) {
   return new Uint32Array(copy.buffer);
 }
 
+// Vocabulary rows are scanned in blocks that stay in cache while every query of the batch
+// visits them (BLOCK codes of 32 bytes: 128 KiB).
+const BLOCK = 4096;
+const M1 = 0x55555555;
+const M2 = 0x33333333;
+const M4 = 0x0f0f0f0f;
+
+/** Nibble-wise popcount of x (each 4-bit field holds its count, <= 4): the first two SWAR steps. */
+function nibbles(x) {
+  x -= (x >>> 1) & M1;
+  return (x & M2) + ((x >>> 2) & M2);
+}
+
+/** popcount(a) + popcount(b) + popcount(c) + popcount(d) of four 32-bit words (<= 128). */
+function popcount4(a, b, c, d) {
+  let s = nibbles(a) + nibbles(b); // nibbles <= 8
+  s = (s & M4) + ((s >>> 4) & M4); // bytes <= 16
+  const t = nibbles(c) + nibbles(d);
+  s += (t & M4) + ((t >>> 4) & M4); // bytes <= 32
+  return Math.imul(s, 0x01010101) >>> 24;
+}
+
 /**
- * For each packed query code, every word id whose code is at the minimum Hamming distance
- * (ascending ids) and that distance. `codes`: Uint32Array view of the vocabulary codes.
+ * hammingTies on typed arrays (the reference the wasm kernel must equal, and the path for
+ * codes that are not a multiple of 128 bits): the vocabulary is scanned in cache-sized blocks, each visited by every
+ * query; 256-bit codes take an unrolled path with the query in locals and a nibble-wise
+ * popcount summed over four words at once; a code is abandoned as soon as its partial
+ * distance exceeds the query's best (it can be neither better nor tied), so the ties and
+ * distances are exactly those of a full scan.
  */
-export function hammingTies(codes, queries, bits) {
+function hammingTiesJs(codes, queries, bits) {
   const w32 = bits / 32;
   const q = asWords32(queries);
   const nq = q.length / w32;
   const nv = codes.length / w32;
-  const best = new Int32Array(nq).fill(bits + 1);
+  const best = new Int32Array(nq).fill(bits + 1); // per query: the minimum so far and every id at it
   const ties = Array.from({ length: nq }, () => []);
-  for (let v = 0; v < nv; v++) {
-    const base = v * w32;
+  for (let v0 = 0; v0 < nv; v0 += BLOCK) {
+    const v1 = Math.min(nv, v0 + BLOCK);
     for (let i = 0; i < nq; i++) {
-      let d = 0;
       const qb = i * w32;
-      for (let k = 0; k < w32; k++) d += popcount32(codes[base + k] ^ q[qb + k]);
-      if (d < best[i]) {
-        best[i] = d;
-        ties[i] = [v];
-      } else if (d === best[i]) {
-        ties[i].push(v);
+      let b = best[i];
+      let list = ties[i];
+      if (w32 === 8) {
+        const q0 = q[qb], q1 = q[qb + 1], q2 = q[qb + 2], q3 = q[qb + 3];
+        const q4 = q[qb + 4], q5 = q[qb + 5], q6 = q[qb + 6], q7 = q[qb + 7];
+        for (let v = v0, c = v0 * 8; v < v1; v++, c += 8) {
+          let d = popcount4(codes[c] ^ q0, codes[c + 1] ^ q1, codes[c + 2] ^ q2, codes[c + 3] ^ q3);
+          if (d > b) continue;
+          d += popcount4(codes[c + 4] ^ q4, codes[c + 5] ^ q5, codes[c + 6] ^ q6, codes[c + 7] ^ q7);
+          if (d < b) {
+            b = d;
+            list = [v];
+          } else if (d === b) {
+            list.push(v);
+          }
+        }
+      } else {
+        for (let v = v0; v < v1; v++) {
+          const base = v * w32;
+          let d = 0;
+          for (let k = 0; k < w32 && d <= b; k++) d += popcount32(codes[base + k] ^ q[qb + k]);
+          if (d < b) {
+            b = d;
+            list = [v];
+          } else if (d === b) {
+            list.push(v);
+          }
+        }
       }
+      best[i] = b;
+      ties[i] = list;
     }
   }
   return { ties, distances: Array.from(best) };
@@ -268,11 +318,12 @@ export function decodeHamming(codes, queries, bits) {
 }
 
 /**
- * madlib's exact decode: for each query, the word whose vector is nearest in Euclidean
- * distance, computed as sum((q_i - y_i)^2) in float64 from the float32 values; ties (equal
- * float64 sums) go to the lowest id.
+ * madlib's exact decode on typed arrays (the reference the wasm kernel must equal): for each
+ * query, the word whose vector is nearest in Euclidean distance, computed as
+ * sum((q_i - y_i)^2) in float64 from the float32 values; ties (equal float64 sums) go to the
+ * lowest id.
  */
-export function decodeNearest(vectors, queries, dim) {
+function decodeNearestJs(vectors, queries, dim) {
   const nq = queries.length / dim;
   const nv = vectors.length / dim;
   const best = new Float64Array(nq).fill(Infinity);
@@ -300,6 +351,247 @@ export function decodeNearest(vectors, queries, dim) {
     }
   }
   return Array.from(arg);
+}
+
+// ---------------------------------------------------------------------------------------
+// WebAssembly SIMD kernels (wasm/kernels.c, built by tools/build_wasm.sh): the same results
+// as the typed-array kernels above, which run where the engine lacks WebAssembly SIMD.
+// ---------------------------------------------------------------------------------------
+
+let kernelChoice = "auto";
+let wasmModule; // undefined: not compiled yet; null: unavailable here
+
+/**
+ * Which decode kernels run: "auto" (WebAssembly SIMD where available, else typed arrays),
+ * "wasm" (throws where unavailable) or "js". Returns the kernels now in use ("wasm" or "js").
+ */
+export function useKernels(choice = "auto") {
+  if (!["auto", "wasm", "js"].includes(choice)) throw new RangeError("kernels: 'auto', 'wasm' or 'js'");
+  if (choice === "wasm" && !kernelModule()) throw new Error("kernels: WebAssembly SIMD is not available here");
+  kernelChoice = choice;
+  return activeKernels();
+}
+
+/** The kernels the decoders use now: "wasm" or "js". */
+export function activeKernels() {
+  return kernelChoice !== "js" && kernelModule() ? "wasm" : "js";
+}
+
+function kernelModule() {
+  if (wasmModule === undefined) {
+    wasmModule = null;
+    try {
+      const bin = atob(KERNELS_WASM);
+      const bytes = new Uint8Array(bin.length);
+      for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+      if (WebAssembly.validate(bytes)) wasmModule = new WebAssembly.Module(bytes); // < 4 KiB: synchronous is allowed
+    } catch {
+      wasmModule = null;
+    }
+  }
+  return wasmModule;
+}
+
+/** One module instance (its own memory) per vocabulary payload: the payload, then scratch space. */
+class WasmKernel {
+  constructor(payloadBytes) {
+    this.inst = new WebAssembly.Instance(kernelModule(), {});
+    this.mem = this.inst.exports.memory;
+    this.base = (this.inst.exports.__heap_base.value + 15) & ~15;
+    this.payload = this.base;
+    this.scratch = (this.payload + payloadBytes + 15) & ~15;
+    this.ensure(this.scratch);
+  }
+
+  /** Grow the memory to hold `end` bytes. */
+  ensure(end) {
+    const need = end - this.mem.buffer.byteLength;
+    if (need > 0) this.mem.grow(Math.ceil(need / 65536));
+    return this.mem.buffer;
+  }
+}
+
+const kernels = new WeakMap(); // vocabulary typed array -> its WasmKernel
+
+const TIE_CAP = 32; // ties kept per query in wasm; a query with more is rescanned in JS
+const QUERY_CHUNK = 256;
+
+/** hammingTies on the WebAssembly kernel (bits a multiple of 128). */
+function hammingTiesWasm(codes, queries, bits) {
+  let k = kernels.get(codes);
+  if (!k) {
+    k = new WasmKernel(codes.byteLength);
+    new Uint32Array(k.mem.buffer, k.payload, codes.length).set(codes);
+    kernels.set(codes, k);
+  }
+  const rowBytes = bits / 8;
+  const w = bits / 128;
+  const nq = queries.length / rowBytes;
+  const nv = codes.length / (bits / 32);
+  const ties = new Array(nq);
+  const distances = new Array(nq);
+  const block = Math.max(4, (131072 / rowBytes) & ~3);
+  for (let q0 = 0; q0 < nq; q0 += QUERY_CHUNK) {
+    const n = Math.min(QUERY_CHUNK, nq - q0);
+    const qPtr = k.scratch;
+    const bestPtr = qPtr + n * rowBytes;
+    const countPtr = bestPtr + 4 * n;
+    const tiesPtr = countPtr + 4 * n;
+    let buf = k.ensure(tiesPtr + 4 * n * TIE_CAP);
+    new Uint8Array(buf, qPtr, n * rowBytes).set(queries.subarray(q0 * rowBytes, (q0 + n) * rowBytes));
+    new Int32Array(buf, bestPtr, n).fill(bits + 1);
+    new Int32Array(buf, countPtr, n).fill(0);
+    for (let v0 = 0; v0 < nv; v0 += block) {
+      k.inst.exports.hamming_scan(k.payload, v0, Math.min(nv, v0 + block), w, qPtr, n, bestPtr, countPtr, tiesPtr, TIE_CAP);
+    }
+    buf = k.mem.buffer;
+    const best = new Int32Array(buf, bestPtr, n);
+    const count = new Int32Array(buf, countPtr, n);
+    const found = new Int32Array(buf, tiesPtr, n * TIE_CAP);
+    for (let i = 0; i < n; i++) {
+      if (count[i] > TIE_CAP) {
+        const one = hammingTiesJs(codes, queries.subarray((q0 + i) * rowBytes, (q0 + i + 1) * rowBytes), bits);
+        ties[q0 + i] = one.ties[0];
+        distances[q0 + i] = one.distances[0];
+      } else {
+        ties[q0 + i] = Array.from(found.subarray(i * TIE_CAP, i * TIE_CAP + count[i]));
+        distances[q0 + i] = best[i];
+      }
+    }
+  }
+  return { ties, distances };
+}
+
+/**
+ * For each packed query code, every word id whose code is at the minimum Hamming distance
+ * (ascending ids) and that distance. `codes`: Uint32Array view of the vocabulary codes.
+ * WebAssembly SIMD for codes of a multiple of 128 bits, else the typed-array kernel.
+ */
+export function hammingTies(codes, queries, bits) {
+  if (bits % 128 === 0 && activeKernels() === "wasm") return hammingTiesWasm(codes, queries, bits);
+  return hammingTiesJs(codes, queries, bits);
+}
+
+const CAND_CAP = 64; // madlib candidates kept per query in wasm; a query with more is rescanned in JS
+const U32 = 2 ** -24; // float32 unit roundoff
+const U64 = 2 ** -53;
+
+/** The vocabulary in groups of 4 vectors, dimension-interleaved, and float32 squared norms (+Inf for padding). */
+function nearestKernel(vectors, dim) {
+  let k = kernels.get(vectors);
+  if (k) return k;
+  const nv = vectors.length / dim;
+  const groups = Math.ceil(nv / 4);
+  k = new WasmKernel(groups * 4 * (dim + 1) * 4);
+  const yt = new Float32Array(k.mem.buffer, k.payload, groups * 4 * dim);
+  const norms = new Float32Array(k.mem.buffer, k.payload + groups * 4 * dim * 4, groups * 4).fill(Infinity);
+  let ymax = 0;
+  for (let v = 0; v < nv; v++) {
+    const g = v >> 2;
+    const j = v & 3;
+    let sq = 0;
+    for (let d = 0; d < dim; d++) {
+      const y = vectors[v * dim + d];
+      yt[(g * dim + d) * 4 + j] = y;
+      sq += y * y;
+    }
+    norms[v] = sq;
+    if (sq > ymax) ymax = sq;
+  }
+  k.groups = groups;
+  k.norms = k.payload + groups * 4 * dim * 4;
+  k.ymax = Math.sqrt(ymax) * (1 + 1e-6);
+  kernels.set(vectors, k);
+  return k;
+}
+
+/**
+ * The exact nearest of each query among the candidates the float32 kernel kept: the float64
+ * sum of squares, scanned in ascending ids, replaced only on a strictly smaller sum (the rule
+ * of decodeNearestJs, so the same id).
+ */
+function exactAmong(vectors, queries, dim, i, ids) {
+  let best = Infinity;
+  let arg = 0;
+  for (const v of ids) {
+    let s = 0;
+    for (let j = 0; j < dim; j++) {
+      const t = queries[i * dim + j] - vectors[v * dim + j];
+      s += t * t;
+    }
+    if (s < best) {
+      best = s;
+      arg = v;
+    }
+  }
+  return arg;
+}
+
+/** decodeNearest on the WebAssembly kernel: float32 candidates, then the exact float64 rule. */
+function decodeNearestWasm(vectors, queries, dim) {
+  const k = nearestKernel(vectors, dim);
+  const nq = queries.length / dim;
+  const out = new Array(nq);
+  const groupBytes = dim * 16;
+  const block = Math.max(1, Math.floor(131072 / groupBytes));
+  for (let q0 = 0; q0 < nq; q0 += QUERY_CHUNK) {
+    const n = Math.min(QUERY_CHUNK, nq - q0);
+    const qPtr = k.scratch;
+    const marginPtr = qPtr + 16 * n * dim; // each query value splatted to 4 lanes
+    const loPtr = marginPtr + 4 * n;
+    const countPtr = loPtr + 4 * n;
+    const candPtr = countPtr + 4 * n;
+    const scorePtr = candPtr + 4 * n * CAND_CAP;
+    let buf = k.ensure(scorePtr + 4 * n * CAND_CAP);
+    const q = queries.subarray(q0 * dim, (q0 + n) * dim);
+    const qs = new Float32Array(buf, qPtr, 4 * n * dim);
+    for (let j = 0; j < n * dim; j++) qs.fill(q[j], 4 * j, 4 * j + 4);
+    const margin = new Float32Array(buf, marginPtr, n);
+    const fallback = new Uint8Array(n);
+    for (let i = 0; i < n; i++) {
+      let sq = 0;
+      for (let j = 0; j < dim; j++) sq += q[i * dim + j] * q[i * dim + j];
+      const qn = Math.sqrt(sq) * (1 + 1e-6);
+      const scale = k.ymax * k.ymax + 2 * qn * k.ymax;
+      // |float32 score - exact| <= (dim + 3) u32 * scale for every word; twice that (both the
+      // best and a candidate err), doubled again for slack, plus the float64 sums' error
+      const m = 4 * (dim + 4) * U32 * scale + 4 * (dim + 2) * U64 * (qn + k.ymax) ** 2;
+      margin[i] = m;
+      if (!Number.isFinite(m) || !Number.isFinite(Math.fround(m)) || !Number.isFinite(Math.fround(scale))) fallback[i] = 1;
+    }
+    new Float32Array(buf, loPtr, n).fill(Infinity);
+    new Int32Array(buf, countPtr, n).fill(0);
+    for (let g0 = 0; g0 < k.groups; g0 += block) {
+      k.inst.exports.nearest_scan(k.payload, k.norms, g0, Math.min(k.groups, g0 + block), dim, qPtr, n, marginPtr, loPtr, countPtr, candPtr, scorePtr, CAND_CAP);
+    }
+    buf = k.mem.buffer;
+    const lo = new Float32Array(buf, loPtr, n);
+    const count = new Int32Array(buf, countPtr, n);
+    const cand = new Int32Array(buf, candPtr, n * CAND_CAP);
+    const score = new Float32Array(buf, scorePtr, n * CAND_CAP);
+    const mg = new Float32Array(buf, marginPtr, n);
+    for (let i = 0; i < n; i++) {
+      if (fallback[i] || count[i] > CAND_CAP || count[i] === 0) {
+        out[q0 + i] = decodeNearestJs(vectors, queries.subarray((q0 + i) * dim, (q0 + i + 1) * dim), dim)[0];
+        continue;
+      }
+      const ids = [];
+      for (let r = 0; r < count[i]; r++) if (score[i * CAND_CAP + r] <= lo[i] + mg[i]) ids.push(cand[i * CAND_CAP + r]);
+      out[q0 + i] = exactAmong(vectors, queries, dim, q0 + i, ids);
+    }
+  }
+  return out;
+}
+
+/**
+ * madlib's exact decode: for each query, the word whose vector is nearest in Euclidean
+ * distance, computed as sum((q_i - y_i)^2) in float64 from the float32 values; ties (equal
+ * float64 sums) go to the lowest id. With WebAssembly SIMD, float32 scores |y|^2 - 2 q.y keep
+ * every word within a proven rounding margin of the best, and the exact rule picks among them.
+ */
+export function decodeNearest(vectors, queries, dim) {
+  if (activeKernels() === "wasm") return decodeNearestWasm(vectors, queries, dim);
+  return decodeNearestJs(vectors, queries, dim);
 }
 
 // ---------------------------------------------------------------------------------------

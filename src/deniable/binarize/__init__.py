@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import EmbeddingError, InvalidParameterError
+from .._threads import one_blas_thread
 from .._validation import check_choice, check_int
 from ..artefacts import register_kind
 from ._methods import autoencoder_codes, itq_codes, simhash_codes, train_autoencoder
@@ -180,7 +181,10 @@ def build_codes_artefact(
         except (OSError, ValueError):
             codes = None
     if codes is None:
-        codes = _compute_codes(embedding, bits, method, seed, show_progress, opts)
+        # 1 BLAS thread (deniable._threads): the training's small products lose on 2 threads (50k
+        # words at load 6: 2.1 s against 7.5 s; bench/bench_prepare.py -m brr --workers 0,1,2)
+        with one_blas_thread():
+            codes = _compute_codes(embedding, bits, method, seed, show_progress, opts)
     with open(folder / CODES_FILE, "wb") as fh:
         np.save(fh, codes, allow_pickle=False)
 

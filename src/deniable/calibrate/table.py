@@ -32,7 +32,6 @@ import itertools
 import json
 import logging
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -44,6 +43,7 @@ import numpy.typing as npt
 from .._errors import InvalidParameterError, NotPrivateWarning
 from .._progress import progress
 from ..artefacts import register_kind
+from .terms import MOST, Strength, Target, parse_target
 
 if TYPE_CHECKING:
     from ..embedding import Vocabulary
@@ -73,7 +73,7 @@ log = logging.getLogger("deniable.calibrate")
 #: The artefact kind of a calibration table (see :mod:`deniable.artefacts`).
 CALIBRATION_KIND = "calibration"
 #: Version of the table's format and method (part of the artefact's parameters).
-TABLE_VERSION = 1
+TABLE_VERSION = 2  # 2: attacker recovery per point
 #: Reference tokens per epsilon (95% Clopper-Pearson half-width <= 1.6 points).
 DEFAULT_TOKENS = 4096
 #: Reference tokens of a one-epsilon estimate when no table is prepared.
@@ -87,8 +87,6 @@ COARSE = tuple(2.0 ** (k / 2) for k in range(-2, 13))
 REFINE_STEPS = 4  # 2^(1/2) split into 4: steps of 2^(1/8) (9%)
 REFINE_WHEN = 0.03  # refine a coarse interval whose unchanged share moves by more than 3 points
 SATURATED = 0.98  # past this share the curve is flat (targets live below): larger coarse epsilons are skipped
-#: "Most tokens survive" above this share (the summary then warns).
-MOST = 0.5
 
 #: Declared options that change speed or memory, never the output distribution: left out of
 #: the table's key so the CLI, the service and the engines share one table.
@@ -96,45 +94,6 @@ RUNTIME_OPTIONS = frozenset(
     {"batch_size", "cache", "table_max", "memory_bytes", "disk_bytes", "block_bytes", "show_progress",
      "history_free"}
 )  # fmt: skip
-
-
-# -- targets -------------------------------------------------------------------------------
-
-_TARGET = re.compile(r"^\s*unchanged\s*<=?\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(%?)\s*$")
-TARGET_HELP = (
-    'a target like "unchanged<=0.5" or "unchanged<=20%" (the share of a typical text\'s tokens left unchanged)'
-)
-
-
-@dataclass(frozen=True)
-class Target:
-    """What the user asks for: at most ``max_unchanged`` of a typical text's tokens unchanged."""
-
-    max_unchanged: float
-
-    def __str__(self) -> str:
-        return f"unchanged<={self.max_unchanged:g}"
-
-    def met_by(self, point: CalibrationPoint) -> bool:
-        """Conservatively: the upper confidence bound of the share meets the target."""
-        return point.unchanged_high <= self.max_unchanged
-
-
-def parse_target(value: object, name: str = "target") -> Target:
-    """``"unchanged<=0.5"``, ``"unchanged<=20%"`` (or a :class:`Target`) -> :class:`Target`.
-
-    Anything else is an :class:`InvalidParameterError` naming ``name``.
-    """
-    if isinstance(value, Target):
-        return value
-    m = _TARGET.match(value) if isinstance(value, str) and len(value) <= 80 else None
-    shown = value if isinstance(value, str) and len(value) <= 40 else f"<{type(value).__name__}>"
-    if m is None:
-        raise InvalidParameterError(name, shown, TARGET_HELP)
-    share = float(m.group(1)) / (100.0 if m.group(2) else 1.0)
-    if not 0.0 < share < 1.0:
-        raise InvalidParameterError(name, shown, "a share strictly between 0 and 1 (0% and 100%)")
-    return Target(share)
 
 
 # -- the reference text and one point of the curve ------------------------------------------
@@ -163,6 +122,15 @@ class CalibrationPoint:
     similarity: float | None  # mean cosine(input, output) over all tokens (None: no vectors)
     changed_similarity: float | None  # the same over the changed tokens only
     near: float | None = None  # share of tokens replaced by one of the input's NEAR_K nearest other words
+    # attacker recovery (deniable.calibrate.recovery): share of the reference tokens a Bayes attacker with the
+    # public Zipf prior recovers, all and content words (outside the 200 most frequent), 95% intervals
+    recovered: float | None = None
+    recovered_low: float | None = None
+    recovered_high: float | None = None
+    recovered_content: float | None = None
+    recovered_content_low: float | None = None
+    recovered_content_high: float | None = None
+    recovery_method: str | None = None  # "exact" or "held-out"
 
     @property
     def readable(self) -> float | None:
@@ -214,6 +182,7 @@ def evaluate_point(
     """
     from ._common import statistics_generator
     from ._intervals import clopper_pearson
+    from .recovery import reference_recovery
 
     out = np.asarray(mech.privatize(ids, statistics_generator(seed + 1)), dtype=np.int64)
     same = out == ids
@@ -230,7 +199,11 @@ def evaluate_point(
         words, nn = neighbours
         rows = np.searchsorted(words, ids)
         near = float(((nn[rows] == out[:, None]).any(axis=1) & ~same).sum()) / n
-    return CalibrationPoint(float(mech.epsilon), n, k / n, float(lo[0]), float(hi[0]), sim, csim, near)
+    r = reference_recovery(mech, ids, out)
+    return CalibrationPoint(
+        float(mech.epsilon), n, k / n, float(lo[0]), float(hi[0]), sim, csim, near,
+        r.recovered, r.low, r.high, r.content, r.content_low, r.content_high, r.method,
+    )  # fmt: skip
 
 
 # -- the table ----------------------------------------------------------------------------------
@@ -252,6 +225,10 @@ class EpsilonResolution:
             "epsilon": self.epsilon,
             "expected_unchanged": self.point.unchanged,
             "expected_unchanged_upper": self.point.unchanged_high,
+            "expected_recovered": self.point.recovered,
+            "expected_recovered_upper": self.point.recovered_high,
+            "expected_recovered_content": self.point.recovered_content,
+            "expected_recovered_content_upper": self.point.recovered_content_high,
             "next_epsilon": self.next_point.epsilon if self.next_point else None,
             "monotone": self.monotone,
         }
@@ -303,33 +280,51 @@ class CalibrationTable:
                 break
         if chosen is None:
             first = self.points[0]
+            hi = tgt.upper(first)
+            what = {
+                "unchanged": "of a typical text's tokens unchanged",
+                "recovered": "of a typical text's tokens to an attacker who knows the mechanism",
+                "recovered_content": "of a typical text's less common words to an attacker who knows the mechanism",
+            }[tgt.metric]
+            verb = "leaves up to" if tgt.metric == "unchanged" else "gives up to"
             raise InvalidParameterError(
                 "target",
                 str(tgt),
-                f"a target some epsilon meets: with {self.mechanism} on this embedding even epsilon="
-                f"{first.epsilon:g} leaves up to {first.unchanged_high:.1%} of a typical text's tokens unchanged",
+                "a target some epsilon meets: "
+                + (
+                    f"this calibration table records no {tgt.metric} share"
+                    if hi is None
+                    else f"with {self.mechanism} on this embedding even epsilon={first.epsilon:g} {verb} "
+                    f"{hi:.1%} {what}"
+                ),
             )
         return EpsilonResolution(tgt, chosen.epsilon, chosen, nxt, self.monotone())
 
-    def at(self, epsilon: float) -> tuple[float, float, str]:
-        """``(estimate, upper bound, how)`` of the unchanged share at ``epsilon`` (interpolated in log eps)."""
+    def at(self, epsilon: float, metric: str = "unchanged") -> tuple[float, float, str]:
+        """``(estimate, upper bound, how)`` of the unchanged share (or ``metric``: ``"recovered"``,
+        ``"recovered_content"``) at ``epsilon`` (interpolated in log eps; NaN where the table lacks it)."""
+
+        def val(p: CalibrationPoint) -> tuple[float, float]:
+            v, h = getattr(p, metric), getattr(p, f"{metric}_high")
+            return (math.nan, math.nan) if v is None or h is None else (float(v), float(h))
+
         pts = self.points
         if epsilon <= pts[0].epsilon:
             p = pts[0]
             if epsilon == p.epsilon:
-                return p.unchanged, p.unchanged_high, "measured"
-            return p.unchanged, p.unchanged_high, f"at most (epsilon {p.epsilon:g} is the table's smallest)"
+                return (*val(p), "measured")
+            return (*val(p), f"at most (epsilon {p.epsilon:g} is the table's smallest)")
         if epsilon >= pts[-1].epsilon:
             p = pts[-1]
             how = "measured" if epsilon == p.epsilon else f"at least (epsilon {p.epsilon:g} is the table's largest)"
-            return p.unchanged, p.unchanged_high, how
+            return (*val(p), how)
         for a, b in itertools.pairwise(pts):
             if a.epsilon <= epsilon <= b.epsilon:
                 if epsilon == a.epsilon:
-                    return a.unchanged, a.unchanged_high, "measured"
+                    return (*val(a), "measured")
                 t = math.log(epsilon / a.epsilon) / math.log(b.epsilon / a.epsilon)
-                est = a.unchanged + t * (b.unchanged - a.unchanged)
-                return est, max(a.unchanged_high, b.unchanged_high), "interpolated"
+                (va, ha), (vb, hb) = val(a), val(b)
+                return va + t * (vb - va), max(ha, hb), "interpolated"
         raise AssertionError("unreachable")  # pragma: no cover
 
     def verdict(self) -> str:
@@ -574,59 +569,6 @@ def resolve_epsilon(
 # -- how strong a mechanism is, in words ---------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Strength:
-    """How much a mechanism hides of a typical text on its embedding (from public data only)."""
-
-    mechanism: str
-    epsilon: float
-    expected_unchanged: float  # share of a typical text's tokens released unchanged
-    upper: float  # its upper bound (confidence bound, or the next table point)
-    source: str  # "calibration table (...)" or "estimated from N public reference tokens, stored"
-    target: str | None = None  # the target epsilon="auto" met
-    similarity: float | None = None
-
-    @property
-    def weak(self) -> bool:
-        """Most tokens of a typical text would survive."""
-        return self.expected_unchanged > MOST
-
-    def sentence(self) -> str:
-        share = self.expected_unchanged
-        text = (
-            f"about {share:.0%} of the word tokens of a typical text are released unchanged by "
-            f"{self.mechanism} at epsilon={self.epsilon:g} on this embedding ({self.source})"
-        )
-        if self.target:
-            text += f"; epsilon chosen for the target {self.target} (upper bound {self.upper:.0%})"
-        return text
-
-    def warning(self) -> str | None:
-        if not self.weak:
-            return None
-        return (
-            f"WEAK: most words of a typical text ({self.expected_unchanged:.0%}) come out unchanged at "
-            f"epsilon={self.epsilon:g}; names and rare words survive even more often. For plausible "
-            f'deniability use a smaller epsilon, or `--epsilon auto --target "unchanged<=0.5"`'
-        )
-
-    def describe(self) -> dict[str, Any]:
-        d: dict[str, Any] = {
-            "epsilon": self.epsilon,
-            "target": self.target,
-            "expected_unchanged": round(self.expected_unchanged, 4),
-            "expected_unchanged_upper": round(self.upper, 4),
-            "source": self.source,
-            "statement": self.sentence(),
-        }
-        if self.similarity is not None:
-            d["mean_similarity"] = round(self.similarity, 4)
-        w = self.warning()
-        if w:
-            d["warning"] = w
-        return d
-
-
 def attach_resolution(mech: Mechanism, resolution: EpsilonResolution) -> None:
     """Record on ``mech`` the target its epsilon was chosen for (read by :func:`strength`)."""
     object.__setattr__(mech, "_epsilon_resolution", resolution)
@@ -694,19 +636,34 @@ def _strength(mech: Mechanism, options: Mapping[str, Any] | None) -> Strength:
         p = res.point
         return Strength(
             name, eps, p.unchanged, p.unchanged_high, f"calibration table, {p.tokens:,} public reference tokens",
-            str(res.target), p.similarity,
+            str(res.target), p.similarity, *_recovery_of(p),
         )  # fmt: skip
     if table is not None:
         est, hi, how = table.at(eps)
+        rec, rec_hi, _ = table.at(eps, "recovered")
+        con, con_hi, _ = table.at(eps, "recovered_content")
         src = f"calibration table, {table.tokens:,} public reference tokens, {how}"
         sim = next((p.similarity for p in table.points if p.epsilon == eps), None)
-        return Strength(name, eps, est, hi, src, None, sim)
+        methods = {p.recovery_method for p in table.points}
+        method = "held-out" if "held-out" in methods else next(iter(methods), None)
+        return Strength(name, eps, est, hi, src, None, sim, *_nan_none(rec, rec_hi, con, con_hi), method)
     p, stored = _point(mech, key)
     return Strength(
         name, eps, p.unchanged, p.unchanged_high,
         f"estimated from {POINT_TOKENS:,} public reference tokens{', stored' if stored else ''}; "
-        f"`deniable prepare --calibration -m {name}` stores the whole curve", None, p.similarity,
+        f"`deniable prepare --calibration -m {name}` stores the whole curve", None, p.similarity, *_recovery_of(p),
     )  # fmt: skip
+
+
+def _nan_none(a: float, b: float, c: float, d: float) -> tuple[float | None, float | None, float | None, float | None]:
+    def f(v: float) -> float | None:
+        return None if math.isnan(v) else v
+
+    return f(a), f(b), f(c), f(d)
+
+
+def _recovery_of(p: CalibrationPoint) -> tuple[float | None, float | None, float | None, float | None, str | None]:
+    return p.recovered, p.recovered_high, p.recovered_content, p.recovered_content_high, p.recovery_method
 
 
 def _fresh(mech: Mechanism, key: dict[str, Any] | None) -> Mechanism:
@@ -770,5 +727,6 @@ def _point(mech: Mechanism, key: dict[str, Any] | None) -> tuple[CalibrationPoin
 register_kind(
     CALIBRATION_KIND,
     build_calibration_artefact,
-    about="a calibration curve (tokens left unchanged against epsilon, on public reference text)",
+    about="a calibration curve (tokens left unchanged, and recovered by an attacker, against epsilon, on public "
+    "reference text)",
 )  # the store's kind, declared where its builder is

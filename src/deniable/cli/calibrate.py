@@ -133,6 +133,8 @@ def calibrate_cmd(
         show_progress=show,
     )
     _print_table(mechanism, emb.size, choice)
+    if choice.epsilon is not None:
+        _print_strength(factory(choice.epsilon))
     if report is None:
         return
     page = _write_report(
@@ -187,6 +189,13 @@ def _print_table(mechanism: str, vocabulary_size: int, choice: EpsilonChoice) ->
         )
     out.print(table)
     out.print(choice.summary(), highlight=False)
+
+
+def _print_strength(mech: Mechanism) -> None:
+    """The chosen epsilon on a typical text: unchanged share and attacker recovery (public calibration only)."""
+    from ..calibrate.table import strength
+
+    stdout_console().print(f"on a typical text: {strength(mech).sentence()}", highlight=False)
 
 
 def _write_report(

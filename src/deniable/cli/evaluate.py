@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ..embedding import Vocabulary
     from ..experiments import EvaluationConfig
     from ..experiments.data import TaskData, UserCorpus
+    from ..ngram import NgramModel
 
 _TASK_HELP = (
     "A built-in recipe (imdb, sst2, sst5, 20newsgroups, enron, enron_spam, cfpb, insuranceqa: --data is its folder "
@@ -85,17 +86,56 @@ def _run_reconstruction(
     prior: str,
     draws: int,
     candidates: int | None,
+    context: str | None = None,
+    context_k: int = 20,
+    context_decoder: str = "marginal",
+    data_paths: tuple[str | None, ...] = (),
 ) -> None:
-    """``--attack reconstruction`` on ``task``'s training texts (docs/attacker.md)."""
-    from ..priors import make_prior
+    """``--attack reconstruction`` on ``task``'s training texts (docs/attacker.md); with ``--context``
+    the unigram and the contextual (n-gram) attacker side by side."""
     from ..experiments.reconstruction import run_reconstruction, write_reconstruction_results
+    from ..priors import make_prior
 
     with _flags_named("prior"):
         public = make_prior(prior, emb)
-    with _flags_named("train_size"):
-        result = run_reconstruction(task, emb, cfg, prior=public, draws=draws, candidates=candidates)
-    paths = write_reconstruction_results(result, out_dir, command=_command_line())
+    if context is not None:
+        from ..experiments.contextual import run_contextual, write_contextual_results
+
+        model = _context_model(context, emb, data_paths)
+        with _flags_named("train_size", "context"):  # context: the model saw the attacked texts
+            result = run_contextual(
+                task, emb, cfg, model, prior=public, k=context_k, decoder=context_decoder, draws=draws,
+                candidates=candidates,
+            )  # fmt: skip
+        paths = write_contextual_results(result, out_dir, command=_command_line())
+    else:
+        with _flags_named("train_size"):
+            result = run_reconstruction(task, emb, cfg, prior=public, draws=draws, candidates=candidates)
+        paths = write_reconstruction_results(result, out_dir, command=_command_line())
     sys.stdout.write(paths["results.md"].read_text(encoding="utf-8"))
+
+
+def _context_model(spec: str, emb: Vocabulary, data_paths: tuple[str | None, ...]) -> NgramModel:
+    """``--context ngram:PATH``: a saved model (``.npz``) or one trained now on the public text file PATH,
+    which must not be the attacked data (``--data``, ``--test``)."""
+    from ..ngram import load_ngram, train_ngram
+
+    kind, _, path = spec.partition(":")
+    if kind != "ngram" or not path:
+        raise InvalidParameterError("--context", spec, "ngram:PATH (a public text file, or a saved .npz model)")
+    target = Path(path)
+    if not target.is_file():
+        raise InvalidParameterError("--context", spec, "ngram:PATH with PATH an existing file")
+    for d in data_paths:
+        if d is not None and Path(d).exists() and Path(d).resolve() == target.resolve():
+            raise InvalidParameterError(
+                "--context", spec, "a public text other than the attacked data (it is --data / --test)"
+            )
+    with _flags_named():
+        try:
+            return load_ngram(target, emb) if target.suffix == ".npz" else train_ngram(emb, target)
+        except InvalidParameterError as exc:
+            raise InvalidParameterError("--context", spec, exc.allowed) from None
 
 
 def _command_line() -> str:
@@ -250,6 +290,26 @@ def evaluate_cmd(
             "prior (default: the whole vocabulary).",
         ),
     ] = None,
+    context: Annotated[
+        str | None,
+        typer.Option(
+            "--context",
+            help="--attack reconstruction: also run the contextual attacker, which decodes each whole privatized "
+            "text with a word bigram model: ngram:PATH, PATH a public UTF-8 text file (one text per line; never "
+            "the attacked text: refused) or a saved .npz model. Reports unigram and contextual side by side.",
+        ),
+    ] = None,
+    context_k: Annotated[
+        int, typer.Option("--context-k", help="--context: candidate words per token (the unigram attacker's best K).")
+    ] = 20,
+    context_decoder: Annotated[
+        str,
+        typer.Option(
+            "--context-decoder",
+            help="--context: marginal (each word's most probable value given the whole text: the most words right) "
+            "or viterbi (the jointly most probable text).",
+        ),
+    ] = "marginal",
     min_posts: Annotated[
         int, typer.Option("--min-posts", help="--attack: users with at least this many documents.")
     ] = 5,
@@ -296,9 +356,14 @@ def evaluate_cmd(
         ("--batch-texts", batch_texts, 1),
         ("--draws", draws, 1),
         ("--candidates", candidates, 1),
+        ("--context-k", context_k, 1),
     ):
         if value is not None and value < low:
             raise InvalidParameterError(name, value, f"an integer >= {low}")
+    if context is not None and attack != "reconstruction":
+        raise InvalidParameterError("--context", context, "only with --attack reconstruction")
+    if context_decoder not in ("viterbi", "marginal"):
+        raise InvalidParameterError("--context-decoder", context_decoder, "viterbi or marginal")
     if oov not in ("keep", "drop", "random"):
         raise InvalidParameterError("--oov", oov, "keep, drop or random")
     if not 0 < test_fraction < 1:
@@ -343,7 +408,10 @@ def evaluate_cmd(
     emb = load_embedding_option(embedding, vocab_size)
     err.print(f"{data_set.describe()}; embedding {emb.name} ({emb.size:,} words)", highlight=False)
     if attack == "reconstruction" and isinstance(data_set, TaskData):
-        _run_reconstruction(data_set, emb, cfg, out_dir, prior=prior, draws=draws, candidates=candidates)
+        _run_reconstruction(
+            data_set, emb, cfg, out_dir, prior=prior, draws=draws, candidates=candidates, context=context,
+            context_k=context_k, context_decoder=context_decoder, data_paths=(data, test),
+        )  # fmt: skip
     elif isinstance(data_set, TaskData):
         with _flags_named("train_size", "test_size"):
             result = run_evaluation(data_set, emb, cfg, show_progress=show)

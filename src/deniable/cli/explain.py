@@ -72,3 +72,6 @@ def explain_cmd(
     mech = build_mechanism(mechanism, emb, epsilon, mechanism_flags)
     ex = explain(mech, lookup, top=top, against=alts, samples=samples, draws=draws, eta=eta, rng=seeded(seed))
     typer.echo(ex.render())
+    from ..calibrate.table import strength  # on a typical text, from the public calibration (never from WORD)
+
+    typer.echo(f"\n  typical text: {strength(mech).sentence()}")

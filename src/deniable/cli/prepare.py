@@ -250,12 +250,18 @@ def _calibrate(
         if quiet:
             continue
         err.print(f"calibration of {name}: {_size(info.disk_bytes)} in {info.path} ({info.build_seconds:.1f} s)")
-        err.print("  epsilon  unchanged (95% upper)  near  mean similarity", highlight=False)
+        err.print(
+            "  epsilon  unchanged (95% upper)  near  mean similarity  attacker recovers: all (upper), less common",
+            highlight=False,
+        )
         for p in table.points:
             near = "-" if p.near is None else f"{p.near:.1%}"
             sim = "-" if p.similarity is None else f"{p.similarity:.2f}"
+            rec = "-" if p.recovered is None else f"{p.recovered:8.1%} ({p.recovered_high:6.1%})"
+            con = "-" if p.recovered_content is None else f"{p.recovered_content:.1%}"
             err.print(
-                f"  {p.epsilon:7.3g}  {p.unchanged:8.1%} ({p.unchanged_high:6.1%})  {near:>6}  {sim:>5}",
+                f"  {p.epsilon:7.3g}  {p.unchanged:8.1%} ({p.unchanged_high:6.1%})  {near:>6}  {sim:>5}  "
+                f"{rec:>17}  {con:>6}",
                 highlight=False,
             )
         err.print(table.verdict(), highlight=False)

@@ -84,8 +84,10 @@ def privatize_cmd(
         str | None,
         typer.Option(
             "--target",
-            help="With --epsilon auto: the largest epsilon that leaves at most this share of a typical text's "
-            'tokens unchanged, e.g. "unchanged<=0.5" or "unchanged<=20%", read from the calibration table of the '
+            help="With --epsilon auto: the largest epsilon whose upper bound keeps a typical text's tokens left "
+            'unchanged ("unchanged<=0.5", "unchanged<=20%"), recovered by an attacker who knows the mechanism '
+            '("recovered<=0.2") or recovered among its less common words, outside the 200 most frequent '
+            '("recovered_content<=0.1") at most at this share, read from the calibration table of the '
             "mechanism on this embedding (public data only; `deniable prepare --calibration` builds it, else it "
             "is measured once, with a notice).",
         ),
@@ -311,6 +313,12 @@ def _epsilon_arg(epsilon: str, target: str | None) -> float | str:
     return check_epsilon(value, "--epsilon")
 
 
+def _target_upper(res: Any) -> float:
+    """The chosen point's upper bound of the measure the target bounds."""
+    hi = res.target.upper(res.point)
+    return float(res.point.unchanged_high if hi is None else hi)
+
+
 def _print_strength(mech: Any, options: dict[str, Any]) -> None:
     """How strong the setting is, in words (from the public calibration, never from the input)."""
     from ..calibrate.table import resolution_of, strength
@@ -320,7 +328,7 @@ def _print_strength(mech: Any, options: dict[str, Any]) -> None:
         nxt = f"; epsilon={res.next_point.epsilon:g} would not" if res.next_point else ""
         err.print(
             f"epsilon=auto: {float(mech.epsilon):g} is the largest calibrated epsilon that meets {res.target} "
-            f"(upper bound {res.point.unchanged_high:.1%}{nxt})",
+            f"(upper bound {_target_upper(res):.1%}{nxt})",
             highlight=False,
         )
     st = strength(mech, options=options)
@@ -370,6 +378,9 @@ def _local(run: _Run) -> tuple[Any, Any]:
     if run.input != "-" and not Path(run.input).is_file():
         raise DataError(f"input file {run.input} does not exist or is not a file")
     warn_seed(run.seed)
+    from .._threads import init_local
+
+    init_local()  # 1 BLAS thread; the decode split across the usable cores (docs/performance.md)
     emb = load_embedding_option(run.embedding, run.vocab_size, run.vocabulary)
     target = run.target if run.epsilon == "auto" else None
     mech = make_mechanism(run.mechanism, emb, run.epsilon, target=target, **run.options)

@@ -48,6 +48,9 @@ def serve_cmd(
     data = config_data(config, embedding=embedding, vocab_size=vocab_size, api_keys_file=api_keys_file)
     checked = config_from_mapping(data)  # fail here (exit 2, naming the key), not in every worker
     os.environ[ENV_CONFIG] = json.dumps(data)  # each worker builds its app from it
+    from .._threads import worker_env
+
+    os.environ.update(worker_env(os.environ))  # N workers x 1 BLAS / OpenMP thread (unless the user chose)
     # bound before anything is said or built: a busy port is an error naming --port (exit 2), not a
     # "serving on" line followed by the server's own failure
     sock = _tcp_listener(host, port)

@@ -7,7 +7,8 @@
 - :mod:`~deniable.experiments.membership`: the shadow-model attack of seed 004 App. C;
 - :mod:`~deniable.experiments.reconstruction`: the word reconstruction attacker (what share of the
   words an attacker who knows the mechanism and a public prior, :mod:`~deniable.priors`,
-  recovers);
+  recovers); :mod:`~deniable.experiments.contextual`: the contextual attacker (a public bigram model,
+  :mod:`~deniable.ngram`, decoding each privatized text jointly);
 - :mod:`~deniable.experiments.harness`: the grid over mechanisms x epsilons x repeats;
 - :mod:`~deniable.experiments.output`: the text tasks' tables and plots;
 - :mod:`~deniable.experiments.results`: what every experiment (this harness and the
@@ -20,13 +21,14 @@ are imported only when used.
 
 from __future__ import annotations
 
+from ..priors import PRIORS, Prior, make_prior
+from .contextual import ContextualResult, contextual_attack, contextual_evaluation
 from .data import RECIPES, QAPairs, Split, TaskData, load_hf, load_labelled, load_task, split_stratified
 from .harness import MODES, EvaluationConfig, EvaluationResult, mechanism_factories, run_evaluation, summarize
 from .membership import MembershipResult, membership_inference, shadow_attack, train_attack
 from .metrics import accuracy, auc, auc_interval, ranking_scores, t_interval
 from .models import MODELS, FastTextClassifier, TfidfLogistic, TfidfRanker, attack_model, make_model
 from .output import markdown_table, plot_metric, write_results
-from ..priors import PRIORS, Prior, make_prior
 from .reconstruction import ReconstructionResult, TokenSample, reconstruction_attack, reconstruction_evaluation
 from .results import ExperimentConfig, ExperimentProgress, ExperimentRandomness, Results, write_files
 
@@ -35,6 +37,7 @@ __all__ = [
     "MODES",
     "PRIORS",
     "RECIPES",
+    "ContextualResult",
     "EvaluationConfig",
     "EvaluationResult",
     "ExperimentConfig",
@@ -55,6 +58,8 @@ __all__ = [
     "attack_model",
     "auc",
     "auc_interval",
+    "contextual_attack",
+    "contextual_evaluation",
     "load_hf",
     "load_labelled",
     "load_task",

@@ -50,12 +50,21 @@ import numpy.typing as npt
 
 from .._errors import InvalidParameterError
 from .._validation import check_choice, check_int
+from ..calibrate.recovery import (  # the exact attacker, shared with the calibration (moved there)
+    CONTENT_RANK,
+    SAMPLED_BY_DEFAULT,
+    _block,  # noqa: F401 (re-exported: experiments.contextual imports it from here)
+    _candidates,
+    _dense_rows,  # noqa: F401 (re-exported, likewise)
+    exact_guess_table,
+    exact_rates,
+)
 from ..embedding import Embedding, Vocabulary
 from ..mechanisms.base import Mechanism
+from ..priors import Prior, make_prior
 from ..text import SENTENCE_END
 from .data import TaskData
 from .harness import EvaluationConfig, truncate_words
-from ..priors import Prior, make_prior
 from .results import ExperimentRandomness, Results, format_interval, write_files
 
 __all__ = [
@@ -77,16 +86,11 @@ __all__ = [
 GROUPS = ("all", "content", "rare", "name")
 #: ``method``: auto (exact where the mechanism has ``distribution()``), exact, sampled
 METHODS = ("auto", "exact", "sampled")
-#: Defaults: content words lie outside the 200 most frequent words, rare ones outside 20,000
-CONTENT_RANK = 200
+#: Defaults: content words lie outside the 200 most frequent words (CONTENT_RANK, with SAMPLED_BY_DEFAULT
+#: from deniable.calibrate.recovery), rare ones outside 20,000
 RARE_RANK = 20_000
-#: Mechanisms whose ``distribution()`` is exact but slow (truncated Gumbel integrates numerically, about a
-#: second per word on 2,000 words): ``method="auto"`` samples them
-SAMPLED_BY_DEFAULT = frozenset({"truncated_gumbel"})
 #: Draws per privatize call (memory of the sampled estimator)
 _CHUNK_DRAWS = 1 << 21
-#: Float64 cells per block of distribution rows (the exact attacker's memory)
-_BLOCK_CELLS = 1 << 23
 _Z = 1.959963984540054
 
 
@@ -132,67 +136,6 @@ class TokenSample:
 
 
 # ----------------------------------------------------------------------------- guess tables
-def _candidates(prior: Prior, candidates: int | None) -> npt.NDArray[np.int64]:
-    """The ``candidates`` most probable words under the prior (all of them for None), most probable first."""
-    order = prior.order()
-    if candidates is None:
-        return order
-    n = check_int("candidates", candidates, minimum=1)
-    return order[:n]
-
-
-def _dense_rows(mech: Mechanism, words: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-    """``P(M(w) = y)`` for each ``w`` of ``words`` (rows) and every output ``y`` (columns)."""
-    v = mech.embedding.size
-    out = np.zeros((len(words), v), dtype=np.float64)
-    for i, w in enumerate(words.tolist()):
-        ids, probs = mech.distribution(int(w))
-        out[i, np.asarray(ids, dtype=np.int64)] = probs
-    return out
-
-
-def _block(v: int) -> int:
-    return max(1, _BLOCK_CELLS // max(v, 1))
-
-
-def exact_guess_table(mech: Mechanism, prior: Prior, candidates: int | None = None) -> npt.NDArray[np.int64]:
-    """``guess[y] = argmax_{w in C} prior(w) P(M(w) = y)`` for every output ``y`` (ties: the more probable
-    word under the prior), from the mechanism's exact ``distribution()`` rows."""
-    if not getattr(mech, "has_distribution", False):
-        raise InvalidParameterError("mechanism", mech.name, "a mechanism with an exact output distribution")
-    v = mech.embedding.size
-    cand = _candidates(prior, candidates)
-    log_prior = prior.log()
-    best = np.full(v, -np.inf)
-    guess = np.full(v, cand[0], dtype=np.int64)
-    step = _block(v)
-    with np.errstate(divide="ignore"):
-        for a in range(0, len(cand), step):
-            words = cand[a : a + step]
-            score = np.log(_dense_rows(mech, words)) + log_prior[words][:, None]
-            top = score.argmax(axis=0)  # first = the more probable word of the block
-            val = score[top, np.arange(v)]
-            better = val > best
-            best[better] = val[better]
-            guess[better] = words[top[better]]
-    return guess
-
-
-def _exact_rates(
-    mech: Mechanism, guess: npt.NDArray[np.int64], types: npt.NDArray[np.int64]
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """Per word of ``types``: ``P(guess(M(x)) = x)`` and ``P(M(x) = x)``."""
-    rec = np.empty(len(types))
-    unch = np.empty(len(types))
-    step = _block(mech.embedding.size)
-    for a in range(0, len(types), step):
-        xs = types[a : a + step]
-        rows = _dense_rows(mech, xs)
-        rec[a : a + step] = np.where(guess[None, :] == xs[:, None], rows, 0.0).sum(axis=1)
-        unch[a : a + step] = rows[np.arange(len(xs)), xs]
-    return rec, unch
-
-
 def _draw(
     mech: Mechanism, words: npt.NDArray[np.int64], draws: int, rng: np.random.Generator
 ) -> Iterator[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
@@ -375,7 +318,7 @@ def reconstruction_attack(
     rates: dict[str, tuple[npt.NDArray[np.float64], int | None]]
     if exact:
         guess = exact_guess_table(mechanism, pri, candidates)
-        rec, unch = _exact_rates(mechanism, guess, types)
+        rec, unch = exact_rates(mechanism, guess, types)
         rates = {"unchanged": (unch, None), "recovered": (rec, None)}
     else:
         rng = (

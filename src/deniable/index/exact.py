@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import numpy.typing as npt
 
+from .._threads import decode_workers, one_blas_thread
 from ._base import check_queries
 
 #: Up to this many neighbours a block is searched by repeated argmin instead of argpartition.
@@ -48,9 +51,26 @@ class ExactIndex:
         m = q.shape[0]
         out_d = np.empty((m, k), dtype=np.float32)
         out_i = np.empty((m, k), dtype=np.int64)
-        for s in range(0, m, self.query_block):
+
+        def one(s: int) -> None:
             qb = q[s : s + self.query_block]
             out_d[s : s + len(qb)], out_i[s : s + len(qb)] = self._search_block(qb, k)
+
+        starts = range(0, m, self.query_block)
+        workers = min(decode_workers(), len(starts))
+        if workers <= 1:
+            for s in starts:
+                one(s)
+            return out_d, out_i
+        # the thread policy (deniable._threads): blocks of queries shared by `workers` threads of one
+        # BLAS thread each (a queue: a thread slowed by a shared core takes fewer); the same words
+        with one_blas_thread() as single:
+            if not single:  # BLAS kept its own threads (set from another thread): no threads on top
+                for s in starts:
+                    one(s)
+                return out_d, out_i
+            with ThreadPoolExecutor(workers) as pool:
+                list(pool.map(one, starts))
         return out_d, out_i
 
     def _search_block(self, qb: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

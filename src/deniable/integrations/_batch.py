@@ -34,6 +34,7 @@ import numpy as np
 
 from .._errors import InvalidParameterError, NotPrivateWarning
 from .._random import RunKey
+from .._threads import engine_task
 from .._validation import check_choice, check_epsilon
 from ..io._columns import check_unique_columns
 from ..privatizer import CASE_POLICIES, OOV_POLICIES, PrivatizeStats
@@ -159,6 +160,7 @@ class BatchPrivatizer:
             object.__setattr__(self, "run_key", RunKey.from_seed(int(self.seed)))
         else:
             object.__setattr__(self, "run_key", RunKey.check(self.run_key))
+        object.__setattr__(self, "_driver_pid", os.getpid())  # pickled: a worker knows it is one (_threads)
         self._pin_sampler()
         if accountant is not False:
             self.charge(accountant, dataset)
@@ -345,10 +347,12 @@ class BatchPrivatizer:
             names = [column] * len(values) if isinstance(column, str) else list(column)
             run = self.run
             gens = [run.record_generator(positions[i], names[i], chosen[j]) for j, i in enumerate(present)]
-            out, stats = self.privatizer().privatize_batch_with_stats(chosen, generators=gens)
+            with engine_task(self.__dict__.get("_driver_pid", os.getpid())):  # 1 BLAS thread per worker
+                out, stats = self.privatizer().privatize_batch_with_stats(chosen, generators=gens)
         else:
             gen = self.generator() if rng is None else rng
-            out, stats = self.privatizer().privatize_batch_with_stats(chosen, gen)
+            with engine_task(self.__dict__.get("_driver_pid", os.getpid())):
+                out, stats = self.privatizer().privatize_batch_with_stats(chosen, gen)
         result: list[str | None] = list(values)
         for i, text in zip(present, out, strict=True):
             result[i] = text

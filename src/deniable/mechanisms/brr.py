@@ -13,6 +13,11 @@ Guarantee: ``Pr[M(w) = y] <= exp(eps * hamming(b(w), b(w'))) Pr[M(w') = y]``. Th
 channel gives ``P(b_hat | b) / P(b_hat | b') = ((1 - p) / p)^(d(b', b_hat) - d(b, b_hat))
 <= e^(eps * d(b, b'))`` (triangle inequality), and step 3 uses only ``b_hat``, public
 codes and fresh randomness (post-processing). See docs/brr.md.
+
+``prior`` (not ``"uniform"``, the decode above): step 3 returns the posterior mode instead,
+``argmax_y log prior(y) + hamming(b_hat, c(y)) log(p / (1 - p))`` with ``log(p / (1 - p)) =
+-eps`` (fewer flips are more likely, p < 1/2), the most probable word of the best code (lowest
+id on ties, no draw): still post-processing of ``b_hat`` (:mod:`._posterior`).
 """
 
 from __future__ import annotations
@@ -56,7 +61,9 @@ from ..index.binary import (
     make_code_index,
 )
 from ..metrics import hamming
+from ..priors import Prior
 from ._options import Option
+from ._posterior import PRIOR_OPTION, CodePosteriorDecoder, check_prior, is_uniform, load_prior, prior_record
 from .base import Mechanism
 
 __all__ = [
@@ -324,6 +331,10 @@ class BinaryRandomizedResponse(Mechanism):
         Hyper-parameters for :func:`deniable.binarize.binarize`.
     show_progress
         Progress bar while training codes (default: when stderr is a terminal).
+    prior
+        The decode's public prior: ``"uniform"`` (default, the nearest-code decode), ``"zipf"``,
+        ``"zipf:S"``, ``"counts:PATH"`` or a :class:`~deniable.priors.Prior`: the exact posterior
+        mode by a full scan (``index`` then unused).
     """
 
     name: ClassVar[str] = "brr"
@@ -338,6 +349,7 @@ class BinaryRandomizedResponse(Mechanism):
     batch_size: int = 8192
     binarizer_options: dict[str, Any] = field(default_factory=dict, repr=False)
     show_progress: bool | None = field(default=None, repr=False)
+    prior: str | Prior = "uniform"
 
     options: ClassVar[tuple[Option, ...]] = (
         Option("bits", int, None, choices=BITS, help="code length (default 256 or the artefact's)"),
@@ -369,6 +381,7 @@ class BinaryRandomizedResponse(Mechanism):
         Option("batch_size", int, 8192, low=1, high=1 << 24, cli=False, help="tokens per block (bounds memory)"),
         Option("binarizer_options", dict, None, cli=False, help="hyper-parameters of the binarizer"),
         Option("show_progress", bool, None, cli=False, help="progress bar while training codes"),
+        PRIOR_OPTION,
     )
 
     @classmethod
@@ -400,6 +413,7 @@ class BinaryRandomizedResponse(Mechanism):
         object.__setattr__(self, "batch_size", check_int("batch_size", self.batch_size, minimum=1))
         object.__setattr__(self, "seed", check_int("seed", self.seed, minimum=0))
         check_choice("index", self.index, DECODERS)
+        object.__setattr__(self, "prior", check_prior(self.prior))
         emb = self.embedding
         if not isinstance(emb, Vocabulary):
             raise InvalidParameterError("embedding", type(emb).__name__, "a deniable.Embedding or a device artefact")
@@ -555,11 +569,28 @@ class BinaryRandomizedResponse(Mechanism):
             self.codes[ids], sample_flip_masks(ids.size, int(self.bits or 0), self.flip_probability, rng)
         )
 
+    @property
+    def posterior(self) -> CodePosteriorDecoder:
+        """The exact posterior-mode decoder of a non-uniform ``prior`` (built on first use, thread-safe)."""
+        return self._artefact("_posterior", self._build_posterior)
+
+    def _build_posterior(self) -> CodePosteriorDecoder:
+        d = self.decoder
+        prior = load_prior(self.prior, self.embedding)
+        return CodePosteriorDecoder(d.unique_codes, d.members, d.starts, d.counts, prior, self.epsilon)
+
+    def decode_codes(self, noisy: npt.ArrayLike, rng: np.random.Generator | np.ndarray) -> npt.NDArray[np.int64]:
+        """Word ids of noisy codes: the nearest code (ties from ``rng``) or, under a non-uniform
+        ``prior``, the posterior mode (no draw). Reads only the noisy codes and public data."""
+        if is_uniform(self.prior):
+            return self.decoder.decode(noisy, rng)
+        return self.posterior.decode(check_codes(noisy, name="noisy codes"))
+
     def _privatize(self, ids: npt.NDArray[np.int64], rng: np.random.Generator) -> npt.NDArray[np.int64]:
-        decoder = self.prepare().decoder  # codes and index: one notice when something must be built
+        self.prepare()  # codes and index: one notice when something must be built
         return np.concatenate(
             [
-                decoder.decode(self._noisy(ids[s : s + self.batch_size], rng), rng)
+                self.decode_codes(self._noisy(ids[s : s + self.batch_size], rng), rng)
                 for s in range(0, ids.size, self.batch_size)
             ]
         )
@@ -568,12 +599,12 @@ class BinaryRandomizedResponse(Mechanism):
         self, records: list[npt.NDArray[np.int64]], generators: list[np.random.Generator]
     ) -> list[npt.NDArray[np.int64]]:
         """Each record's flips and tie draws from its own stream; one batched decode for them all."""
-        decoder = self.prepare().decoder
+        self.prepare()
         noisy = np.concatenate([self._noisy(r, g) for r, g in zip(records, generators, strict=True)])
         draws = np.concatenate([g.random((r.size, DECODE_DRAWS)) for r, g in zip(records, generators, strict=True)])
         out = np.concatenate(
             [
-                decoder.decode(noisy[s : s + self.batch_size], draws[s : s + self.batch_size])
+                self.decode_codes(noisy[s : s + self.batch_size], draws[s : s + self.batch_size])
                 for s in range(0, noisy.shape[0], self.batch_size)
             ]
         )
@@ -599,6 +630,7 @@ class BinaryRandomizedResponse(Mechanism):
             shared_codes=self.decoder.shared_codes,
             words_sharing_a_code=self.decoder.words_sharing,
         )
+        d.update(self._artefact("_prior_rec", lambda: prior_record(self.prior)))
         return d
 
 

@@ -18,7 +18,9 @@ from ..index.exact import ExactIndex
 from ..index.faiss_index import HNSW_KIND, hnsw_artefact_params
 from ..index.tuned import DECODE_CHOICE_KIND, decode_choice_params, decoded_exactly, tuned_index
 from ..metrics import paired_distances
+from ..priors import Prior
 from ._options import EPSILON_HUGE, Option
+from ._posterior import PRIOR_OPTION, PosteriorDecoder, check_prior, is_uniform, load_prior, prior_record
 from .base import Mechanism
 from .registry import mechanism_class
 
@@ -27,7 +29,7 @@ __all__ = ["DECODES", "MultivariateLaplace", "sample_laplace_noise"]
 #: ``index=`` values: ``"auto"`` (the default) and the named indexes.
 DECODES = ("auto", *INDEXES)
 #: Constructor options of the decode (every other option is a parameter of the noise law).
-_DECODE_OPTIONS = ("index", "batch_size", "index_options")
+_DECODE_OPTIONS = ("index", "batch_size", "index_options", "prior")
 
 #: The smallest epsilon: below it the noise radius ``Gamma(n, 1/epsilon)`` can overflow 64-bit
 #: floats. From it up the decode is exact: see :func:`decode_far`.
@@ -108,6 +110,13 @@ class MultivariateLaplace(Mechanism):
         Tokens decoded per block (bounds memory).
     index_options
         Keyword arguments of the index (e.g. HNSW's ``m``).
+    prior
+        The public prior the decode assumes (:mod:`deniable.priors`): ``"uniform"`` (the
+        default: the nearest-neighbour decode above), ``"zipf"``, ``"zipf:S"``,
+        ``"counts:PATH"`` or a :class:`~deniable.priors.Prior`. A non-uniform prior decodes
+        to the exact posterior mode ``argmax_y log prior(y) - epsilon ||v - phi(y)||`` by a
+        full scan (:mod:`._posterior`; ``index`` is then not used). Post-processing: the same
+        guarantee (docs/madlib.md, "Decoding with a prior").
 
     The constructor only validates and records; the index is built (or loaded from the
     cache) on first use, once, under a lock, with a one-line notice on stderr when it must
@@ -122,6 +131,7 @@ class MultivariateLaplace(Mechanism):
     index: str | Index = "auto"
     batch_size: int = 8192
     index_options: dict[str, Any] = field(default_factory=dict, repr=False)
+    prior: str | Prior = "uniform"
 
     options: ClassVar[tuple[Option, ...]] = (
         Option(
@@ -139,6 +149,7 @@ class MultivariateLaplace(Mechanism):
             "batch_size", int, 8192, low=1, high=1 << 24, cli=False, help="tokens decoded per block (bounds memory)"
         ),
         Option("index_options", dict, None, cli=False, help="keyword arguments of the index"),
+        PRIOR_OPTION,
     )
 
     @classmethod
@@ -190,6 +201,7 @@ class MultivariateLaplace(Mechanism):
         if not isinstance(opts, dict):
             raise InvalidParameterError("index_options", type(opts).__name__, "a dict of index keyword arguments")
         object.__setattr__(self, "index_options", dict(opts))
+        object.__setattr__(self, "prior", check_prior(self.prior))
         # a ready index is only checked against the embedding (cheap); a named one is built on first use
         ready = make_index(self.embedding, self.index) if isinstance(self.index, Index) else None
         object.__setattr__(self, "_index", ready)
@@ -221,16 +233,43 @@ class MultivariateLaplace(Mechanism):
         object.__setattr__(self, "_decode_description", description)
         return found
 
+    @property
+    def uniform_prior(self) -> bool:
+        """Whether the decode is the nearest neighbour (``prior="uniform"``)."""
+        return is_uniform(self.prior)
+
+    @property
+    def posterior(self) -> PosteriorDecoder:
+        """The exact posterior-mode decoder of a non-uniform ``prior`` (built on first use, thread-safe)."""
+        return self._artefact("_posterior", self._build_posterior)
+
+    def _build_posterior(self) -> PosteriorDecoder:
+        prior = load_prior(self.prior, self.embedding)
+        return PosteriorDecoder(self.embedding.vectors, prior, self.epsilon, transform=self._decode_transform())
+
+    def _decode_transform(self) -> npt.NDArray[np.float64] | None:
+        """The linear map whose Euclidean norm is the noise law's (None: the identity; Mahalanobis: its own)."""
+        return None
+
     def prepare(self) -> MultivariateLaplace:
         """Build or load the decode index now (else the first :meth:`privatize` does); return ``self``."""
-        _ = self.search_index
+        if self.uniform_prior:
+            _ = self.search_index
+        else:
+            _ = self.posterior
         return self
 
     @property
     def decode_description(self) -> str:
         """The decode in use, e.g. ``"hnsw efSearch=128 (99.6% agreement ...)"`` (prepares it)."""
+        if not self.uniform_prior:
+            return f"exact posterior mode (prior {self._prior_record()['prior']}; full scan)"
         _ = self.search_index
         return str(self._decode_description)  # type: ignore[attr-defined]
+
+    def _prior_record(self) -> dict[str, str]:
+        """The manifest's record of the prior (a counts file by name and sha256), computed once."""
+        return self._artefact("_prior_rec", lambda: prior_record(self.prior))
 
     def _tuning_key(self) -> str:
         """What the tuned decode depends on besides the embedding (the noise law's parameters)."""
@@ -266,7 +305,10 @@ class MultivariateLaplace(Mechanism):
         return noisy.astype(np.float32)
 
     def decode(self, noisy: npt.ArrayLike) -> npt.NDArray[np.int64]:
-        """The id of the (decode index's) nearest vocabulary vector to each row of ``noisy``."""
+        """The decode of each row of ``noisy``: the (decode index's) nearest vocabulary vector, or
+        the posterior mode under a non-uniform ``prior``. Reads only the noisy rows and public data."""
+        if not self.uniform_prior:
+            return self._decode_noisy(np.asarray(noisy, dtype=np.float64))
         return self.search_index.search(noisy, 1)[1][:, 0]
 
     def _privatize(self, ids: npt.NDArray[np.int64], rng: np.random.Generator) -> npt.NDArray[np.int64]:
@@ -310,7 +352,10 @@ class MultivariateLaplace(Mechanism):
         return out
 
     def _decode_noisy(self, noisy: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
-        """The nearest word of each noisy vector (float64 rows): the index, or :func:`decode_far` far out."""
+        """The nearest word of each noisy vector (float64 rows): the index, or :func:`decode_far` far out
+        (a non-uniform prior: its posterior mode, float64 far out)."""
+        if not self.uniform_prior:
+            return self._decode_posterior(noisy)
         index = self.search_index
         big = np.abs(noisy).max(axis=1) > self._far_limit()
         if not big.any():
@@ -321,6 +366,17 @@ class MultivariateLaplace(Mechanism):
         near = ~big
         if near.any():
             out[near] = index.search(noisy[near].astype(np.float32), 1)[1][:, 0]
+        return out
+
+    def _decode_posterior(self, noisy: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+        post = self.posterior
+        big = np.abs(noisy).max(axis=1) > self._far_limit()
+        if not big.any():
+            return post.decode(noisy)
+        out = np.empty(noisy.shape[0], dtype=np.int64)
+        out[big] = post.decode_far(noisy[big])
+        if (~big).any():
+            out[~big] = post.decode(noisy[~big])
         return out
 
     def _far_limit(self) -> float:
@@ -339,6 +395,7 @@ class MultivariateLaplace(Mechanism):
     def describe(self) -> dict[str, object]:
         d = super().describe()
         d["index"] = self.index if isinstance(self.index, str) else type(self.index).__name__
+        d.update(self._prior_record())
         if self._decode_description is not None:  # type: ignore[attr-defined]
             d["decode"] = self._decode_description  # type: ignore[attr-defined]
         return d

@@ -61,9 +61,12 @@ class Mahalanobis(MultivariateLaplace):
 
     Parameters
     ----------
-    embedding, epsilon, index, batch_size, index_options
+    embedding, epsilon, index, batch_size, index_options, prior
         As for ``madlib`` (:class:`~deniable.mechanisms.laplace.MultivariateLaplace`, whose
-        decode this reuses; only the noise law and the metric differ).
+        decode this reuses; only the noise law and the metric differ). ``prior="uniform"``
+        keeps the Euclidean nearest-neighbour decode; a non-uniform prior decodes to the exact
+        posterior mode of this noise law, in its own norm:
+        ``argmax_y log prior(y) - epsilon ||Sigma_lambda^{-1/2} (v - phi(y))||``.
     lam
         lambda in [0, 1]: 0 is Madlib (spherical noise), 1 the full (normalised) covariance.
 
@@ -104,6 +107,10 @@ class Mahalanobis(MultivariateLaplace):
         vals, vecs = np.linalg.eigh(sigma)
         vals = np.maximum(vals, 1e-12)
         return _Shape(sqrt=(vecs * np.sqrt(vals)) @ vecs.T, inv_sqrt=(vecs / np.sqrt(vals)) @ vecs.T)
+
+    def _decode_transform(self) -> npt.NDArray[np.float64] | None:
+        """``Sigma_lambda^{-1/2}``: a non-uniform prior's decode uses the noise law's own norm."""
+        return self.shape.inv_sqrt
 
     def _tuning_key(self) -> str:
         return f"{super()._tuning_key()} lambda={self.lam!r}"

@@ -10,6 +10,15 @@ t = 0 is the plain nearest-neighbour decode; t = 1 always returns the second nei
 The choice depends only on the noisy vector, the public embedding and fresh randomness: it is
 post-processing, so the guarantee is the noise mechanism's (``epsilon * d_euclidean`` for
 Madlib noise, ``epsilon * d_M`` for Mahalanobis noise).
+
+With a public ``prior`` (not ``"uniform"``): the mixing draws fresh randomness after the noisy
+vector, so it does not change what the noisy vector says about the input: the posterior of the
+input word is the noise mechanism's, ``log prior(y) - epsilon ||v - phi(y)||_noise`` (the
+Mahalanobis norm under ``lam``). Its mode is w1; Vickrey's rule then mixes in the runner-up w2.
+The prior decode applies the same rule to the two most probable words, with the distances
+replaced by the prior-penalised distances ``s(y) = ||v - phi(y)||_noise + (max log prior -
+log prior(y)) / epsilon`` (``-log posterior / epsilon`` up to a constant chosen so that
+``s >= 0``; under a uniform prior exactly the distance, the rule above).
 """
 
 from __future__ import annotations
@@ -24,21 +33,14 @@ import numpy.typing as npt
 from .._validation import check_probability
 from ..embedding import Embedding
 from ..index import Index
+from ..priors import Prior
 from ._options import Option
+from ._posterior import second_neighbour_probability, vickrey_choice
 from .base import Mechanism
 from .laplace import MultivariateLaplace
 from .mahalanobis import Mahalanobis
 
 __all__ = ["Vickrey", "second_neighbour_probability", "vickrey_decode"]
-
-
-def second_neighbour_probability(d1: npt.ArrayLike, d2: npt.ArrayLike, t: float) -> npt.NDArray[np.float64]:
-    """``t d1 / (t d1 + (1 - t) d2)`` (the paper's rule); ``t`` where both distances are 0."""
-    a = t * np.asarray(d1, dtype=np.float64)
-    b = (1.0 - t) * np.asarray(d2, dtype=np.float64)
-    den = a + b
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(den > 0, a / np.where(den > 0, den, 1.0), t)
 
 
 def vickrey_decode(
@@ -86,6 +88,7 @@ class Vickrey(Mechanism):
     index: str | Index = "auto"
     batch_size: int = 8192
     index_options: dict[str, Any] = field(default_factory=dict, repr=False)
+    prior: str | Prior = "uniform"
 
     options: ClassVar[tuple[Option, ...]] = (
         Option(
@@ -97,7 +100,7 @@ class Vickrey(Mechanism):
             default=None,
             help="unset: madlib noise; a number in [0, 1]: mahalanobis noise with that lambda",
         ),
-        *MultivariateLaplace.options,  # the decode: index, batch_size, index_options
+        *MultivariateLaplace.options,  # the decode: index, batch_size, index_options, prior
     )
 
     def __post_init__(self) -> None:
@@ -107,6 +110,7 @@ class Vickrey(Mechanism):
             "index": self.index,
             "batch_size": self.batch_size,
             "index_options": self.index_options,
+            "prior": self.prior,
         }
         if self.lam is None:
             noise = MultivariateLaplace(self.embedding, self.epsilon, **common)
@@ -117,6 +121,7 @@ class Vickrey(Mechanism):
         object.__setattr__(self, "epsilon", noise.epsilon)
         object.__setattr__(self, "batch_size", noise.batch_size)
         object.__setattr__(self, "index_options", noise.index_options)
+        object.__setattr__(self, "prior", noise.prior)
         object.__setattr__(self, "_noise", noise)
 
     @property
@@ -128,12 +133,25 @@ class Vickrey(Mechanism):
     def metric(self) -> str:  # type: ignore[override]
         return self.noise_mechanism.metric
 
+    def decode(self, noisy: npt.ArrayLike, rng: np.random.Generator | npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+        """The Vickrey choice for each noisy vector (``rng``: a generator or one uniform per row).
+
+        Reads only the noisy vectors, public data (the embedding, the prior) and fresh randomness.
+        """
+        noise = self.noise_mechanism
+        if noise.uniform_prior:
+            return vickrey_decode(np.asarray(noisy, dtype=np.float32), noise.search_index, self.t, rng)
+        scores, ids = noise.posterior.top(noisy, 2)
+        n = ids.shape[0]
+        u = np.asarray(rng.random(n) if isinstance(rng, np.random.Generator) else rng, dtype=np.float64)
+        return vickrey_choice(scores, ids, self.t, u)
+
     def _privatize(self, ids: npt.NDArray[np.int64], rng: np.random.Generator) -> npt.NDArray[np.int64]:
         noise = self.noise_mechanism
         out = np.empty(ids.size, dtype=np.int64)
         for s in range(0, ids.size, self.batch_size):
             block = ids[s : s + self.batch_size]
-            out[s : s + block.size] = vickrey_decode(noise.noisy_vectors(block, rng), noise.search_index, self.t, rng)
+            out[s : s + block.size] = self.decode(noise.noisy_vectors(block, rng), rng)
         return out
 
     def _privatize_records(
@@ -148,7 +166,7 @@ class Vickrey(Mechanism):
         allnoisy, allu = np.concatenate(noisy), np.concatenate(uniforms)
         for s in range(0, out.size, self.batch_size):
             e = s + self.batch_size
-            out[s:e] = vickrey_decode(allnoisy[s:e], noise.search_index, self.t, allu[s:e])
+            out[s:e] = self.decode(allnoisy[s:e], allu[s:e])
         return list(np.split(out, sizes))
 
     def distance(self, w: int, w2: int) -> float:

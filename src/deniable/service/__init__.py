@@ -110,8 +110,6 @@ def _one_thread_per_request() -> None:
     OpenMP threads on top of them contend for the same cores (measured: a 30-token HNSW
     decode 10 ms at 2 OpenMP threads under load against 3 ms at 1).
     """
-    try:
-        import faiss
-    except ImportError:  # pragma: no cover - faiss is a core dependency
-        return
-    faiss.omp_set_num_threads(1)
+    from .._threads import init_worker
+
+    init_worker()  # and 1 BLAS thread: N worker processes x 1 thread (deniable._threads)

@@ -21,6 +21,8 @@ The file is TOML (``.toml``) or JSON (anything else)::
     body_timeout_s = 10               # the whole body must arrive within this (408 beyond)
     pad_responses = true              # deadline-padded responses (see _timing.py); false: NOT protected
     pad_recover_s = 30                # a padding budget is back at idle this long after its last miss (0: never)
+    budget_per_key = 50               # optional: epsilon per word each API key may spend in all (403 beyond)
+    budget_ledger = "/srv/budget.json"  # optional: where the per-key releases persist (default: in memory)
     allow_non_metric = false          # true: also offer mechanisms whose guarantee is not metric DP
     allow_unprotected = false         # true: may offer values that are NOT protected (oov/case "keep"; warned)
     oov = ["random", "drop"]          # the default; "keep" (verbatim) needs allow_unprotected
@@ -147,6 +149,19 @@ class ServiceConfig:
         Offer mechanisms whose guarantee is not metric DP (``guarantee_form`` other than
         ``"metric"``: custext, custext_plus, santext_plus, truncated_gumbel). Refused by
         default; ``/v1/mechanisms`` states each offered mechanism's guarantee form.
+    budget_per_key
+        Optional (``None``: off). Each API key's privatize releases compose sequentially: a
+        request at epsilon ``e`` spends ``e`` per word from its key's budget, recorded before
+        any noise is drawn, and a request that would take the key over ``budget_per_key`` is
+        refused (403, ``type`` ``"budget_exhausted"``) before the mechanism is called. Needs API
+        keys. Conservative: every release counts as if it were of the same words (the service
+        keeps nothing of the texts to tell them apart). The ledger is keyed by a digest of the
+        key, never the key.
+    budget_ledger
+        The per-key ledger's file (a :class:`deniable.budget.BudgetAccountant` budget file,
+        written atomically under a lock at every release; shared by the worker processes).
+        ``None``: in memory, per worker process, lost at restart (then each worker holds its
+        own budget: use a file with several workers).
     allow_unprotected
         Let the offer (``oov``, ``case``, mechanisms' ``client`` values) include values the
         registry declares not protected (``Option.unprotected``). Refused by default;
@@ -175,6 +190,8 @@ class ServiceConfig:
     api_key_digests: tuple[bytes, ...] = field(default=(), repr=False)
     allow_non_metric: bool = False
     allow_unprotected: bool = False
+    budget_per_key: float | None = None
+    budget_ledger: str | None = None
     #: per mechanism, each offered client option's unprotected values (from the registry, at start-up)
     _unsafe: dict[str, dict[str, tuple[Any, ...]]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -209,6 +226,13 @@ class ServiceConfig:
         r = self.pad_recover_s
         if isinstance(r, bool) or not isinstance(r, int | float) or not math.isfinite(r) or r < 0:
             raise InvalidParameterError("pad_recover_s", r, "a finite number of seconds >= 0 (0: never)")
+        b = self.budget_per_key
+        if b is not None and (isinstance(b, bool) or not isinstance(b, int | float) or not math.isfinite(b) or b <= 0):
+            raise InvalidParameterError("budget_per_key", b, "a finite epsilon per word > 0 (or none: no budget)")
+        if self.budget_ledger is not None and (not isinstance(self.budget_ledger, str) or not self.budget_ledger):
+            raise InvalidParameterError("budget_ledger", self.budget_ledger, "a file path")
+        if self.budget_ledger is not None and b is None:
+            raise InvalidParameterError("budget_ledger", self.budget_ledger, "set together with budget_per_key")
         if not isinstance(self.pad_responses, bool):
             raise InvalidParameterError("pad_responses", self.pad_responses, "true or false")
         if not isinstance(self.allow_unprotected, bool):

@@ -8,12 +8,14 @@
   the same bytes ``deniable export-device --format web`` writes, with immutable cache
   headers (the URL is the content address: a new artefact gets a new id);
 - ``GET /v1/device/client/{file}``: the JavaScript client (``deniable.js``, ``unicode.js``,
-  the ``.d.ts``);
+  ``kernels.wasm.js``, the ``.d.ts``);
 - ``POST /v1/decode``: split mode. The device sends only noisy codes (BRR) or noisy float32
   vectors (madlib), base64, never a word; the service decodes them through the offered
   mechanism's own decoder (``HammingDecoder.decode``, ``MultivariateLaplace.decode``: the
   same code the Python mechanisms use) and returns word ids and words. Decoding is
-  post-processing of an already private value: no privacy cost. Nothing is logged.
+  post-processing of an already private value: no privacy cost. Nothing is logged. With
+  the operator's ``prior`` (never a client's) it is that prior's posterior mode at the
+  ``epsilon`` the body names.
 
 A device downloads an artefact whole; no route serves a part of one (a per-word fetch
 would reveal the word).
@@ -47,7 +49,12 @@ __all__ = ["CLIENT_FILES", "DECODE_PATH", "install_device_routes"]
 
 DECODE_PATH = "/v1/decode"
 #: The client's files served at /v1/device/client/<name> (from clients/js/src, shipped with the package).
-CLIENT_FILES = {"deniable.js": "text/javascript", "unicode.js": "text/javascript", "deniable.d.ts": "text/plain"}
+CLIENT_FILES = {
+    "deniable.js": "text/javascript",
+    "unicode.js": "text/javascript",
+    "kernels.wasm.js": "text/javascript",  # the WebAssembly SIMD decode kernels (clients/js/wasm/kernels.c)
+    "deniable.d.ts": "text/plain",
+}
 _IMMUTABLE = "public, max-age=31536000, immutable"
 
 
@@ -58,6 +65,8 @@ class _Artefacts:
         self.state = state
         self.lock = threading.Lock()
         self.by_id: dict[str, tuple[Any, dict[str, bytes]]] | None = None
+        #: artefact id -> epsilon -> the offered instance (a decode with a non-uniform prior depends on epsilon)
+        self.by_epsilon: dict[str, dict[float, Any]] = {}
 
     def get(self) -> dict[str, tuple[Any, dict[str, bytes]]]:
         if self.by_id is None:
@@ -66,7 +75,7 @@ class _Artefacts:
             with self.lock:
                 if self.by_id is None:
                     found: dict[str, tuple[Any, dict[str, bytes]]] = {}
-                    seen: set[tuple[Any, ...]] = set()
+                    seen: dict[tuple[Any, ...], str] = {}
                     for mech, _ in self.state.mechanisms.values():
                         if mech.name not in ("brr", "madlib"):
                             continue
@@ -76,11 +85,11 @@ class _Artefacts:
                             id(mech.embedding),
                             *(getattr(mech, a, None) for a in ("bits", "binarizer", "seed")),
                         )
-                        if key in seen:
-                            continue
-                        seen.add(key)
-                        files = web_artefact_of(mech)
-                        found.setdefault(web_artefact_id(files), (mech, files))
+                        if key not in seen:
+                            files = web_artefact_of(mech)
+                            seen[key] = web_artefact_id(files)
+                            found.setdefault(seen[key], (mech, files))
+                        self.by_epsilon.setdefault(seen[key], {}).setdefault(float(mech.epsilon), mech)
                     self.by_id = found
         return self.by_id
 
@@ -145,7 +154,9 @@ def install_device_routes(app: FastAPI, state: State) -> None:
         """Split mode: decode noisy codes (brr) or noisy float32 vectors (madlib) to words; never receives a word.
 
         Body: ``{"artefact": id, "codes": base64}`` (packed codes, ``bits / 8`` bytes each) or
-        ``{"artefact": id, "vectors": base64}`` (float32 little-endian, ``dim`` each).
+        ``{"artefact": id, "vectors": base64}`` (float32 little-endian, ``dim`` each), and
+        ``"epsilon"`` (required where the operator set a non-uniform ``prior``: its posterior decode
+        depends on epsilon).
         Answer: ``{"ids": [...], "words": [...]}``, one per row.
         """
         try:
@@ -153,14 +164,36 @@ def install_device_routes(app: FastAPI, state: State) -> None:
         except ValueError:
             raise error(422, "body", "not valid JSON", "json_invalid") from None
         mech, noisy = _noisy_rows(body, ready, state.config.max_tokens)
+        mech = _decoder_at_epsilon(mech, body, artefacts.by_epsilon.get(body["artefact"], {}))
 
         def work() -> np.ndarray:
             if mech.name == "brr":
-                return mech.decoder.decode(noisy, secure_generator())
+                return mech.decode_codes(noisy, secure_generator())  # the operator's prior, if any
             return mech.decode(noisy)
 
         ids = await anyio.to_thread.run_sync(work)
         return JSONResponse({"ids": [int(i) for i in ids], "words": mech.embedding.words(ids)})
+
+
+def _decoder_at_epsilon(mech: Any, body: dict[str, Any], by_epsilon: dict[float, Any]) -> Any:
+    """The offered instance that decodes: the one at the body's ``epsilon`` (public: the device chose it).
+
+    A nearest-neighbour decode is the same at every epsilon (``epsilon`` optional); the
+    posterior decode of the operator's non-uniform ``prior`` depends on it (``epsilon`` required).
+    """
+    eps = body.get("epsilon")
+    uniform = getattr(mech, "prior", "uniform") == "uniform"
+    if eps is None:
+        if uniform:
+            return mech
+        raise error(422, "epsilon", "the epsilon the device used (this decode's prior depends on it)", "missing")
+    found = None
+    if isinstance(eps, int | float) and not isinstance(eps, bool):
+        found = by_epsilon.get(float(eps))
+    if found is None:
+        offered = ", ".join(f"{e:g}" for e in sorted(by_epsilon))
+        raise error(422, "epsilon", f"an offered epsilon of this artefact ({offered})", "not_offered")
+    return found
 
 
 def _noisy_rows(
@@ -171,8 +204,8 @@ def _noisy_rows(
     ``ready()`` gives the offered artefacts (503 before the service is ready); at most
     ``max_tokens`` rows (413 beyond).
     """
-    if not isinstance(body, dict) or set(body) - {"artefact", "codes", "vectors"}:
-        raise error(422, "body", "an object with artefact and codes or vectors", "invalid")
+    if not isinstance(body, dict) or set(body) - {"artefact", "codes", "vectors", "epsilon"}:
+        raise error(422, "body", "an object with artefact and codes or vectors (and epsilon)", "invalid")
     name = body.get("artefact")
     found = ready().get(name) if isinstance(name, str) else None
     if found is None:

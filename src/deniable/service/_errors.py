@@ -5,7 +5,8 @@ limit, never a value the client sent: pydantic's validation errors are reworded 
 message or location would quote a client's string, a body that is not UTF-8 is a 400, and
 anything unexpected is a 500 whose log line holds the exception's type only.
 
-May import: FastAPI (the 'serve' extra) and ``._config``; nothing else of the service.
+May import: FastAPI (the 'serve' extra), ``._config`` and the registry's option declarations
+(public names: an operator-only option a client sends is named); nothing else of the service.
 """
 
 from __future__ import annotations
@@ -54,7 +55,11 @@ def not_ready() -> HTTPException:
 
 def install_error_handlers(app: FastAPI, cfg: ServiceConfig) -> None:
     """Answer validation errors, bad encodings and unexpected errors of ``app`` without echoing a value."""
-    safe_loc = _SAFE_LOC | set(cfg.names) | {k for m in cfg.mechanisms for k in m.client}
+    from ..mechanisms import options_of
+
+    # declared options a client may not set (e.g. the decode's prior): public names, named in the 422
+    operator_only = {o.name for m in cfg.mechanisms for o in options_of(m.name) if not o.client}
+    safe_loc = _SAFE_LOC | set(cfg.names) | {k for m in cfg.mechanisms for k in m.client} | operator_only
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -65,6 +70,8 @@ def install_error_handlers(app: FastAPI, cfg: ServiceConfig) -> None:
             loc, msg, kind = list(e.get("loc", ())), e.get("msg"), e.get("type")
             if kind == "union_tag_invalid":
                 loc, msg = [*loc, "mechanism"], "one of " + ", ".join(cfg.names)
+            elif kind == "extra_forbidden" and loc and loc[-1] in operator_only:
+                msg = "set by the operator only, not by a client (see /v1/mechanisms)"
             elif kind == "extra_forbidden":
                 loc, msg = [*loc[:-1], "<unknown field>"], "not a field here (see /v1/mechanisms)"
             elif kind == "json_invalid":

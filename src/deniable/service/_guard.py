@@ -47,6 +47,10 @@ PUBLIC_PATHS = frozenset(
 )
 
 
+#: Scope key of the SHA-256 digest (bytes) of the request's accepted API key (set when keys are
+#: configured): the per-key budget's ledger is keyed by it, never by the key itself.
+KEY_DIGEST = "deniable.key_digest"
+
 #: Scope key of a callable that gives the work slot back early (the application calls it when its
 #: work is done and it only waits for the response's release time: a padded answer holds no slot).
 RELEASE = "deniable.release_slot"
@@ -103,6 +107,8 @@ class Guard:
         ok = False
         for accepted in self.api_key_digests:  # every digest is compared: the time does not say which matched
             ok |= hmac.compare_digest(digest, accepted)
+        if ok:
+            scope[KEY_DIGEST] = digest
         return None if ok else 403
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -66,7 +66,8 @@ def build_offer(cfg: ServiceConfig, emb: Vocabulary) -> tuple[Instances, Privati
 
                     attach_resolution(mech, resolution)
                 prepare_mechanism(mech)
-                if not shared and "index" in objects and hasattr(mech, "search_index"):
+                uniform = getattr(mech, "uniform_prior", True)  # a prior's decode builds no index
+                if not shared and "index" in objects and hasattr(mech, "search_index") and uniform:
                     shared["index"] = mech.search_index  # one decode index for every epsilon
                 info = dict(mech.describe())
                 for k, v in {**offer.options, **variant}.items():

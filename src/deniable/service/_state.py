@@ -3,10 +3,11 @@
 One :class:`State` per application: the embedding, every offered instance and its
 privatizers (``_offers.py``), the padding schedule (``_timing.py``) with the explain draws
 measured at start-up (``_limits.py``), the work threads, and whether the service is ready
-(``/readyz``) or failed to prepare. :meth:`State.build` runs once, at start-up or in the
-thread the lifespan starts; :meth:`State.lookup` finds the instance a validated request chose.
+(``/readyz``) or failed to prepare, and the per-API-key budget (``budget_per_key``) when
+configured. :meth:`State.build` runs once, at start-up or in the thread the lifespan starts;
+:meth:`State.lookup` finds the instance a validated request chose.
 
-May import: the library (embedding), ``._config``, ``._errors``, ``._limits``, ``._offers``
+May import: the library (embedding, budget), ``._config``, ``._errors``, ``._limits``, ``._offers``
 and ``._timing``.
 """
 
@@ -17,6 +18,7 @@ import threading
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+from .._errors import InvalidParameterError
 from ._config import ServiceConfig
 from ._errors import error, not_ready
 from ._limits import WorkThreads, calibrate
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
 
     from fastapi import FastAPI
 
+    from ..budget import BudgetAccountant
     from ..embedding import Vocabulary
     from ..mechanisms.base import Mechanism
 
@@ -49,6 +52,15 @@ class State:
         self.timing = Timing(timeout_s=config.timeout_s, enabled=config.pad_responses, recover_s=config.pad_recover_s)
         self.explain_draws: dict[Key, int] = {}
         self.work = WorkThreads(config.max_concurrency)
+        #: the per-API-key budget (``budget_per_key``): one data set per key digest, None when off
+        self.budget: BudgetAccountant | None = None
+        if config.budget_per_key is not None:
+            if not config.api_key_digests:
+                msg = "API keys to count against (DENIABLE_API_KEYS, DENIABLE_API_KEYS_FILE or api_keys_file)"
+                raise InvalidParameterError("budget_per_key", config.budget_per_key, msg)
+            from ..budget import BudgetAccountant
+
+            self.budget = BudgetAccountant(config.budget_per_key, path=config.budget_ledger)
 
     def build(self) -> None:
         """Load, build, prepare and time everything the config offers (start-up; logs nothing from requests)."""

@@ -1,13 +1,15 @@
 """The work routes: ``POST /v1/privatize`` (and its alias ``/privatize``) and ``POST /v1/explain``.
 
-Each finds the offered instance the validated body chose (``State.lookup``), does the work
+Each finds the offered instance the validated body chose (``State.lookup``), charges a
+privatize request to its API key's budget when ``budget_per_key`` is set (403 before any
+noise is drawn, :func:`charge`), does the work
 on a work thread within the request's deadline (``_limits.py``), gives its concurrency slot
 back (``_guard.release_slot``) and holds the answer until its padded release time
 (``_timing.py``). A privatize answer states the guarantee and what is not protected.
 Request bodies are never logged or echoed. (No ``from __future__ import annotations`` here:
 FastAPI reads the routes' annotations, whose body types are made per application.)
 
-May import: FastAPI (the 'serve' extra), the library (_random, calibrate), ``._errors``,
+May import: FastAPI (the 'serve' extra), the library (_random, calibrate, budget), ``._errors``,
 ``._guard``, ``._limits``, ``._models`` and ``._state``.
 """
 
@@ -22,7 +24,7 @@ from pydantic import BaseModel
 from .._errors import InvalidParameterError
 from .._random import secure_generator
 from ._errors import error
-from ._guard import release_slot
+from ._guard import KEY_DIGEST, release_slot
 from ._limits import UNPADDED, Stopped, chunks, stopped
 from ._models import (
     ExplainGuarantee,
@@ -39,7 +41,7 @@ __all__ = ["install_work_routes"]
 #: The error answers of every work route (OpenAPI).
 RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"description": "No API key (when keys are configured)."},
-    403: {"description": "The API key is not valid."},
+    403: {"description": "The API key is not valid, or its privacy budget would be exceeded (budget_per_key)."},
     413: {"description": "Body or token limit exceeded."},
     422: {"description": "A field is not valid or not offered (its value is never echoed)."},
     503: {"description": "Not ready, busy (Retry-After) or stopped at the time limit."},
@@ -101,11 +103,16 @@ def rendered(body: BaseModel) -> Response:
 async def run_privatize(state: State, request: Request, req: Any) -> Response:
     """Privatize ``req.texts`` chunk by chunk within the deadline; the answer held until its release time."""
     cfg = state.config
-    key, _, info = state.lookup(req)
+    key, mech, info = state.lookup(req)
     start = time.monotonic()
     deadline = start + cfg.timeout_s
     priv = state.privatizers[(key, req.oov, req.case)]
     parts = chunks(cfg, req.texts)  # 413 beyond the token limits
+    if state.budget is not None:  # spent (or refused, 403) before any noise is drawn
+        try:
+            await state.work.run(partial(charge, state, request.scope, float(mech.epsilon)), deadline)
+        except Stopped:
+            raise await stopped(cfg, state.timing, deadline) from None
     gen = secure_generator()
     texts: list[str] = []
     tokens = changed = oov = 0
@@ -142,6 +149,29 @@ async def run_privatize(state: State, request: Request, req: Any) -> Response:
     )
     await state.timing.hold((key, "privatize"), sum(n for _, n in parts) + len(req.texts), start)
     return answer
+
+
+def charge(state: State, scope: Any, epsilon: float) -> None:
+    """Spend ``epsilon`` per word from the budget of the request's API key; 403 (nothing spent) beyond it.
+
+    The key's data set is ``dataset:api-key:<16 hex digits of SHA-256(key)>``: the ledger holds
+    that id and the epsilons, never the key nor anything of the texts. Runs on a work thread
+    (a budget file is written under a lock), before the mechanism is called.
+    """
+    from ..budget import BudgetError
+
+    assert state.budget is not None
+    digest = scope.get(KEY_DIGEST)
+    if digest is None:  # the Guard sets it for every accepted key (the budget needs keys: State)
+        raise error(403, "header", "an API key with a budget is needed", "budget_exhausted")
+    try:
+        state.budget.spend(epsilon, dataset=f"api-key:{digest.hex()[:16]}", name="budget_per_key")
+    except BudgetError as exc:
+        msg = (
+            f"budget_per_key {exc.budget:g}: this API key has spent epsilon {exc.spent:g} per word, "
+            f"this request asks {exc.asked:g}, {exc.remaining:g} remains; refused before any noise was drawn"
+        )
+        raise error(403, "epsilon", msg, "budget_exhausted") from None
 
 
 def statement(info: dict[str, Any]) -> str:

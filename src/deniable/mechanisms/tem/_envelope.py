@@ -215,6 +215,38 @@ class Envelope:
             np.cumsum(mass, axis=1, out=cum[s : s + _LAYOUT_ROWS])
         return cum, q
 
+    def cumulative_weights_columns(self, dist: np.ndarray) -> np.ndarray:
+        """``cumsum(exp(weights_exponent(dist)), axis=1)``, bit for bit, stored column-major.
+
+        The same sequential sums (``cumsum`` adds left to right) as one vector addition per
+        column over every row at once instead of ``cumsum`` along each row (numpy's is a
+        scalar loop: ~25x slower on 2,048 rows of 256): the history-free sampler's E weights
+        (:mod:`._oblivious`). The result is the transpose of a C array (``.flags.f_contiguous``),
+        which :func:`._sampler.count_at_most` and :func:`._sampler.segments` search in place.
+        """
+        out = np.empty(dist.shape[::-1], dtype=np.float64)
+        np.minimum(dist.T, self.gamma, out=out)
+        with np.errstate(over="ignore"):
+            np.multiply(-self.a, out, out=out)
+        np.exp(out, out=out)
+        _accumulate_rows(out)
+        return out.T
+
+    def far_layout_columns(
+        self, words: npt.NDArray[np.int64], log_env: npt.NDArray[np.float64]
+    ) -> npt.NDArray[np.float64]:
+        """:meth:`far_layout`'s cumulative masses, bit for bit, stored column-major (as
+        :meth:`cumulative_weights_columns`: one vector addition per cluster instead of ``cumsum``
+        along each row, which was a third of the history-free sampler's time)."""
+        far = self.prepared.far
+        assert far is not None
+        g, env = self.far_tables()[1], np.exp(log_env)
+        mass = np.take(g, far.levels(words).T)  # (C, len(words)), C-ordered
+        np.minimum(mass, env[None, :], out=mass)
+        mass *= far.counts[:, None]
+        _accumulate_rows(mass)
+        return mass.T
+
     def block_layouts(
         self, words: npt.NDArray[np.int64], log_env: npt.NDArray[np.float64]
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int8], tuple[np.ndarray, np.ndarray]]:
@@ -251,3 +283,9 @@ class Envelope:
             tables = (log_g, np.exp(log_g))
             self._lut = tables
         return tables
+
+
+def _accumulate_rows(a: np.ndarray) -> None:
+    """``a[c] += a[c - 1]`` for c = 1, 2, ...: ``cumsum(a, axis=0)`` in place, the same sequential sums."""
+    for c in range(1, a.shape[0]):
+        np.add(a[c - 1], a[c], out=a[c])

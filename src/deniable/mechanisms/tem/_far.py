@@ -11,7 +11,7 @@ envelope then weighs cluster ``c`` by ``n_c exp(-a min(max(lb, d_env), gamma))``
 ``n_c exp(-a min(d_env, gamma))``: on GloVe and IMDb tokens at eps 3, about 9 proposals per
 token that moves instead of about 70 (docs/tem.md, sampler 7). It depends on the embedding
 and the metric only, like the k-NN tables, and is built by ``deniable prepare -m tem -e
-EPS`` (one V x V pass, two threads).
+EPS`` (one V x V pass, one thread a core).
 
 Files: ``order.npy`` (int32, the word ids sorted by cluster), ``rank.npy`` (int32, its
 inverse: the place of each word in ``order``), ``starts.npy`` (int64, C + 1 offsets of the
@@ -38,7 +38,7 @@ from ..._progress import progress
 from ...artefacts import register_kind
 from ...embedding import Embedding, Vocabulary
 from ._geometry import Geometry
-from ._shared import cluster_labels, single_threaded_blas, touch_pages
+from ._shared import build_workers, cluster_labels, single_threaded_blas, touch_pages
 
 #: The artefact kind (deniable.artefacts).
 FAR_KIND = "tem-far"
@@ -95,7 +95,7 @@ def build_far_artefact(embedding: Vocabulary, params: dict[str, Any], folder: Pa
     Symmetric tiles in cluster order: the tile of word groups ``I <= J`` (each a run of
     whole clusters) is one float32 BLAS product, reduced once along its rows (the bounds of
     I's words to J's clusters) and once along its columns (J's words to I's clusters), so
-    every (word, cluster) bound is written exactly once; two worker threads.
+    every (word, cluster) bound is written exactly once; :func:`build_workers` threads.
     """
     embedding = Embedding.check(embedding)
     metric = str(params["metric"])
@@ -161,7 +161,7 @@ def build_far_artefact(embedding: Vocabulary, params: dict[str, Any], folder: Pa
 
     what = f"TEM: far bounds of {v:,} words to {c_count:,} clusters ({metric})"
     lock = threading.Lock()
-    with progress(v, what, enabled=show_progress) as advance, ThreadPoolExecutor(max_workers=2) as pool:
+    with progress(v, what, enabled=show_progress) as advance, ThreadPoolExecutor(max_workers=build_workers()) as pool:
         # the first groups have the most tiles: they go first, so the two threads finish together
         for n in pool.map(one_row, range(len(groups) - 1)):
             with lock:

@@ -209,7 +209,7 @@ def _envelopes(
     ids = np.asarray(entries[0][:, :k], dtype=np.int64)
     tail = np.asarray(entries[1], dtype=np.float64)
     dist, d_env, sketch = tail[:, :k], tail[:, k], tail[:, k + 1 :]
-    cum = np.cumsum(np.exp(env.weights_exponent(dist)), axis=1)
+    cum = env.cumulative_weights_columns(dist)  # (the same bits as cumsum along the rows, much faster)
     m_e = cum[:, -1]
     log_env = env.weights_exponent(d_env)
     n_rest = env.n_rest
@@ -219,7 +219,7 @@ def _envelopes(
         layout = None
         far_word = np.zeros(words.size, dtype=bool)
         if far is not None:
-            layout = env.far_layout(words, log_env)[0]
+            layout = env.far_layout_columns(words, log_env)
             far_word = env.far_words(m_e, log_env)
             outside = np.where(far_word, layout[:, -1] if words.size else plain, plain)
         else:

@@ -35,36 +35,50 @@ _KNN_ATTEMPTS = 1 << 12
 _KNN_TOKENS = 1 << 15
 
 
-def _search(cum: np.ndarray, rows: npt.NDArray[np.int64], u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(idx, base)`` of a vectorized binary search of ``u[i]`` in the row ``cum[rows[i]]``.
+def _search(
+    cum: np.ndarray, rows: npt.NDArray[np.int64], u: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+    """``(idx, base, unit, flat)`` of a vectorized binary search of ``u[i]`` in the row ``cum[rows[i]]``.
 
-    ``cum``'s rows are non-decreasing (cumulative weights). With ``base`` the flat index
-    of each row's first entry, ``c = idx - base + 1`` is ``min(count_nonzero(cum[row] <=
-    u), width - 1)``: the largest ``c <= width - 1`` with ``cum[row, c - 1] <= u`` (0 if
-    none), so ``idx`` is the flat index of ``cum[row, c - 1]`` (``base - 1`` for 0) and
-    ``idx + 1`` that of ``cum[row, c]``. ``log2(width)`` gathers per value, each step four
-    numpy passes over preallocated buffers.
+    ``cum``'s rows are non-decreasing (cumulative weights). ``flat`` is ``cum``'s memory, in
+    which ``base`` is the flat index of each row's first entry and ``unit`` the distance
+    between a row's entries: 1, or, for a ``cum`` stored column-major (the transpose of a
+    C array: the history-free sampler forms its rows that way, :mod:`._oblivious`), the
+    number of rows. ``c = (idx - base) / unit + 1`` is ``min(count_nonzero(cum[row] <= u),
+    width - 1)``: the largest ``c <= width - 1`` with ``cum[row, c - 1] <= u`` (0 if none), so
+    ``idx`` is the flat index of ``cum[row, c - 1]`` (``base - unit`` for 0) and ``idx + unit``
+    that of ``cum[row, c]``. ``log2(width)`` gathers per value, each step four numpy passes
+    over preallocated buffers.
     """
     width = cum.shape[1]
-    flat = cum.reshape(-1)
-    base = rows.astype(np.int64) * width
-    idx = base - 1
+    if cum.flags.f_contiguous and not cum.flags.c_contiguous:  # column-major: (r, c) at c * rows + r
+        flat, unit = cum.T.reshape(-1), cum.shape[0]
+        base = rows.astype(np.int64)
+    else:
+        flat, unit = cum.reshape(-1), 1
+        base = rows.astype(np.int64) * width
+    idx = base - unit
     tmp = np.empty(rows.size, dtype=np.int64)
     vals = np.empty(rows.size, dtype=flat.dtype)
     le = np.empty(rows.size, dtype=bool)
     # a candidate past the row's second-to-last entry is clamped to it (only for widths
     # that are not powers of two: otherwise the steps never pass it)
-    last = base + (width - 2) if width & (width - 1) else None
+    last = base + (width - 2) * unit if width & (width - 1) else None
     step = 1 << ((width - 1).bit_length() - 1) if width > 1 else 0
     while step:
-        np.add(idx, step, out=tmp)
+        np.add(idx, step * unit, out=tmp)
         if last is not None:
             np.minimum(tmp, last, out=tmp)
         np.take(flat, tmp, out=vals, mode="clip")  # valid indices: "clip" is not buffered
         np.less_equal(vals, u, out=le)
         np.copyto(idx, tmp, where=le)
         step >>= 1
-    return idx, base
+    return idx, base, unit, flat
+
+
+def _entry(idx: np.ndarray, base: np.ndarray, unit: int) -> np.ndarray:
+    """The entry index ``c - 1`` of the flat index ``idx`` (:func:`_search`)."""
+    return idx - base if unit == 1 else (idx - base) // unit
 
 
 def count_at_most(cum: np.ndarray, rows: np.ndarray, u: np.ndarray) -> npt.NDArray[np.int64]:
@@ -76,8 +90,8 @@ def count_at_most(cum: np.ndarray, rows: np.ndarray, u: np.ndarray) -> npt.NDArr
     """
     if not cum.shape[1]:
         return np.zeros(rows.size, dtype=np.int64)
-    idx, base = _search(cum, rows, u)
-    return idx - base + 1 + (np.take(cum.reshape(-1), idx + 1, mode="clip") <= u)
+    idx, base, unit, flat = _search(cum, rows, u)
+    return _entry(idx, base, unit) + 1 + (np.take(flat, idx + unit, mode="clip") <= u)
 
 
 def in_rows(ids: np.ndarray, rows: npt.NDArray[np.int64], y: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
@@ -90,13 +104,12 @@ def in_rows(ids: np.ndarray, rows: npt.NDArray[np.int64], y: npt.NDArray[np.int6
     """
     if not ids.shape[1]:
         return np.zeros(rows.size, dtype=bool)
-    idx, base = _search(ids, rows, y)
-    flat = ids.reshape(-1)
-    # idx: the last entry <= y among the first width - 1 (base - 1: none); the last entry
+    idx, base, unit, flat = _search(ids, rows, y)
+    # idx: the last entry <= y among the first width - 1 (base - unit: none); the last entry
     # itself is never a candidate of the search, so it is compared apart
     hit = np.take(flat, np.maximum(idx, base), mode="clip") == y
     hit &= idx >= base
-    hit |= np.take(flat, base + (ids.shape[1] - 1), mode="clip") == y
+    hit |= np.take(flat, base + (ids.shape[1] - 1) * unit, mode="clip") == y
     return hit
 
 
@@ -108,11 +121,10 @@ def segments(
     ``c`` the segment's index (the last one for ``u`` at or past the row's end), ``lo``
     the row's value before it (0.0 for the first), ``hi`` its own.
     """
-    idx, base = _search(cum, rows, u)
-    flat = cum.reshape(-1)
-    c = idx - base + 1
-    hi = np.take(flat, idx + 1, mode="clip")
-    lo = np.where(c > 0, np.take(flat, idx, mode="clip"), 0.0)  # idx = base - 1 for c = 0: not read
+    idx, base, unit, flat = _search(cum, rows, u)
+    c = _entry(idx, base, unit) + 1
+    hi = np.take(flat, idx + unit, mode="clip")
+    lo = np.where(c > 0, np.take(flat, idx, mode="clip"), 0.0)  # idx = base - unit for c = 0: not read
     return c, lo, hi
 
 

@@ -1,8 +1,9 @@
-"""What several TEM modules share: the table type, faulting a memory map in, one BLAS thread
-per build worker, and the k-means clusters of the public vectors.
+"""What several TEM modules share: the table type, faulting a memory map in, the build's worker
+threads (one BLAS thread each), and the k-means clusters of the public vectors.
 
-May import: numpy (faiss and threadpoolctl inside the functions that use them); no other
-module of deniable, so every TEM module can import it.
+May import: numpy (faiss and threadpoolctl inside the functions that use them) and
+:mod:`deniable._threads` (the thread policy); no other module of deniable, so every TEM module
+can import it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Table", "cluster_labels", "single_threaded_blas", "touch_pages"]
+from ..._threads import usable_cores
+
+__all__ = ["Table", "build_workers", "cluster_labels", "set_build_workers", "single_threaded_blas", "touch_pages"]
 
 #: A table of one word: ``(ids, distances)`` (ball tables and k-NN tables, :mod:`._tables`).
 Table = tuple[npt.NDArray[np.int32], npt.NDArray[np.float64]]
@@ -25,8 +28,32 @@ def touch_pages(a: np.ndarray, page: int = 4096) -> None:
     int(raw[::page].sum(dtype=np.uint64))
 
 
+_build_workers: int | None = None
+
+
+def set_build_workers(n: int | None) -> None:
+    """Fix the prepared builds' worker threads to ``n`` (``None``: :func:`build_workers`'s default).
+
+    The outputs do not depend on it (byte for byte: tests/test_tem_build_workers.py); only the
+    time does (``bench/bench_prepare.py --workers``).
+    """
+    global _build_workers
+    if n is not None and n < 1:
+        raise ValueError(f"build workers must be at least 1, not {n}")
+    _build_workers = n
+
+
+def build_workers() -> int:
+    """Worker threads of the prepared builds (k-NN tables, far bounds, totals), one BLAS thread each.
+
+    The usable cores (the thread policy, :mod:`deniable._threads`: never more threads than
+    cores), unless fixed by :func:`set_build_workers`.
+    """
+    return _build_workers if _build_workers is not None else usable_cores()
+
+
 def single_threaded_blas() -> AbstractContextManager[Any]:
-    """One BLAS thread per worker while the build's two workers run (when threadpoolctl is there)."""
+    """One BLAS thread per worker while the build's workers run (when threadpoolctl is there)."""
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:  # pragma: no cover - optional: only slower without it

@@ -39,7 +39,7 @@ from ...artefacts import register_kind
 from ...embedding import Embedding, Vocabulary
 from ...metrics import unit_rows
 from ._geometry import Geometry
-from ._shared import Table, cluster_labels, single_threaded_blas, touch_pages
+from ._shared import Table, build_workers, cluster_labels, single_threaded_blas, touch_pages
 
 __all__ = [
     "KNN_KIND",
@@ -65,8 +65,6 @@ _KNN_K = 256
 KNN_SKETCH = 32
 #: Rows and columns of one tile of the prepared build's symmetric k-NN search.
 _TILE = 1024
-#: Worker threads of the prepared build (one BLAS thread each).
-_WORKERS = 2
 #: Size of the strided sample of the screening row behind the sketch and the threshold.
 _SAMPLE = 4096
 #: rows of exact neighbour distances computed at once in the build (k x dim float64 each)
@@ -393,7 +391,7 @@ def _knn_heaps(
     sample of all columns) plus ``slack``, a bound on the difference of two float32
     evaluations of one key; so at least k1 keys of every word pass and none of its k1
     smallest is dropped.
-    Two worker threads with single-threaded BLAS and faiss share the tiles, one row of
+    The :func:`build_workers` threads with single-threaded BLAS and faiss share the tiles, one row of
     tiles at a time, without a lock: a tile's column words are its own among the running
     tiles (it offers to the shared heaps), and each worker offers the row words' values to
     its own copy of their heaps, whose gains are merged when the row ends. Yields
@@ -463,7 +461,7 @@ def _knn_heaps(
 
     omp = faiss.omp_get_max_threads()
     pending: list[Any] = []
-    with single_threaded_blas(), ThreadPoolExecutor(_WORKERS) as pool:
+    with single_threaded_blas(), ThreadPoolExecutor(build_workers()) as pool:
         faiss.omp_set_num_threads(1)
         try:
             seed = _seeds(pool, lhs, partner, k1, slack, groups, tile)

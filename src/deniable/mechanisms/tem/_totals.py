@@ -17,6 +17,7 @@ mechanism only for type checking.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +30,7 @@ from ...embedding import Embedding, Vocabulary
 from . import _envelope as envelope
 from ._envelope import KNN_WORDS, Envelope, Prepared
 from ._far import FAR_KIND, PreparedFar, far_artefact_params
-from ._shared import touch_pages
+from ._shared import build_workers, single_threaded_blas, touch_pages
 from ._tables import KNN_KIND, PreparedKnn, knn_artefact_params
 
 if TYPE_CHECKING:
@@ -134,11 +135,21 @@ def build_totals_artefact(
     v = embedding.size
     totals = np.empty(v, dtype=np.float64)
     what = f"TEM: envelope totals of {v:,} words (eps {epsilon:g})"
-    with progress(v, what, enabled=show_progress) as advance:
-        for s in range(0, v, _TOTALS_BLOCK):
-            words = np.arange(s, min(v, s + _TOTALS_BLOCK), dtype=np.int64)
-            totals[words] = env.totals(words, knn.rows(words))
-            advance(words.size)
+
+    def block(s: int) -> int:  # each block's rows computed alone (per-row arithmetic: any split, the same bits)
+        words = np.arange(s, min(v, s + _TOTALS_BLOCK), dtype=np.int64)
+        totals[words] = env.totals(words, knn.rows(words))
+        return words.size
+
+    if "far" in params:
+        env.far_tables()  # (filled once here, not raced by the workers)
+    with (
+        progress(v, what, enabled=show_progress) as advance,
+        single_threaded_blas(),
+        ThreadPoolExecutor(build_workers()) as pool,
+    ):
+        for n in pool.map(block, range(0, v, _TOTALS_BLOCK)):
+            advance(n)
     np.save(folder / "totals.npy", totals, allow_pickle=False)
     if "far" in params:
         write_layouts(env, knn, totals[: int(params["layouts"])], folder)
