@@ -73,7 +73,7 @@ log = logging.getLogger("deniable.calibrate")
 #: The artefact kind of a calibration table (see :mod:`deniable.artefacts`).
 CALIBRATION_KIND = "calibration"
 #: Version of the table's format and method (part of the artefact's parameters).
-TABLE_VERSION = 2  # 2: attacker recovery per point
+TABLE_VERSION = 3  # 2: attacker recovery per point; 3: the grid bisected where any target's measure moves
 #: Reference tokens per epsilon (95% Clopper-Pearson half-width <= 1.6 points).
 DEFAULT_TOKENS = 4096
 #: Reference tokens of a one-epsilon estimate when no table is prepared.
@@ -86,6 +86,12 @@ CONFIDENCE = 0.95
 COARSE = tuple(2.0 ** (k / 2) for k in range(-2, 13))
 REFINE_STEPS = 4  # 2^(1/2) split into 4: steps of 2^(1/8) (9%)
 REFINE_WHEN = 0.03  # refine a coarse interval whose unchanged share moves by more than 3 points
+#: Then neighbours whose unchanged, recovered or recovered_content share moves by more than 1 point are
+#: bisected (in log epsilon), pass after pass, down to steps of FINE_RATIO, at most MAX_POINTS points in all:
+#: the largest epsilon meeting a target then lies within the target's confidence half-width plus 1 point of it.
+FINE_WHEN = 0.01
+FINE_RATIO = 2.0 ** (1 / 64)  # 1.1%: no bisection below it (a jump the curve makes there is a jump)
+MAX_POINTS = 96
 SATURATED = 0.98  # past this share the curve is flat (targets live below): larger coarse epsilons are skipped
 
 #: Declared options that change speed or memory, never the output distribution: left out of
@@ -443,6 +449,26 @@ def _grid_refined(points: dict[float, CalibrationPoint]) -> list[float]:
     return new
 
 
+def _moves(a: CalibrationPoint, b: CalibrationPoint) -> float:
+    """The largest change between ``a`` and ``b`` of a measure a target may bound (those both points record)."""
+    pairs = [(a.unchanged, b.unchanged), (a.recovered, b.recovered), (a.recovered_content, b.recovered_content)]
+    moves = [abs(y - x) for x, y in pairs if x is not None and y is not None]
+    return max((m for m in moves if not math.isnan(m)), default=0.0)
+
+
+def _grid_bisected(points: dict[float, CalibrationPoint], room: int) -> list[float]:
+    """Geometric midpoints of evaluated neighbours whose measures move by more than FINE_WHEN (and at
+    least FINE_RATIO apart), the ``room`` largest moves first, in ascending order."""
+    eps = sorted(points)
+    found = [
+        (_moves(points[a], points[b]), math.sqrt(a * b))
+        for a, b in itertools.pairwise(eps)
+        if b / a > FINE_RATIO * (1 + 1e-9) and _moves(points[a], points[b]) > FINE_WHEN
+    ]
+    found.sort(key=lambda m: -m[0])  # stable: equal moves keep the lower epsilon first
+    return sorted(e for _, e in found[: max(room, 0)])
+
+
 def build_table(
     embedding: Vocabulary,
     name: str,
@@ -455,7 +481,9 @@ def build_table(
     """Measure the curve of mechanism ``name`` on ``embedding`` (public data only; seeded, deterministic).
 
     ``epsilons``: evaluate exactly these; default: the coarse grid 0.5..64 (stopping once
-    the share saturates), refined to steps of 9% where the share moves.
+    the share saturates), refined to steps of 9% where the share moves, then bisected where the
+    unchanged or recovered shares still move by more than 1 point (steps down to 1.1%,
+    :data:`MAX_POINTS` at most).
     """
     import warnings
 
@@ -499,6 +527,11 @@ def build_table(
             for e in refined:
                 run(e)
                 advance(1)
+            while bisect := _grid_bisected(points, MAX_POINTS - len(points)):
+                advance.set_total(len(points) + len(bisect))
+                for e in bisect:
+                    run(e)
+                    advance(1)
     random_sim = None
     if hasattr(embedding, "vectors"):
         other = reference_ids(embedding.size, tokens, PUBLIC_SEED + 2)

@@ -101,14 +101,14 @@ class Strength:
     recovery_method: str | None = None  # "exact" or "held-out" (deniable.calibrate.recovery)
 
     def attacker_sentence(self) -> str | None:
-        """ "an attacker who knows the mechanism recovers about X% of the words (Y% of the less common ones)"."""
+        """ "an attacker who knows the mechanism recovers about X% of the words (Y% of the less common ones)";
+        "at least about" where the figure is held out (a fitted attacker's success: a lower bound)."""
         if self.recovered is None or math.isnan(self.recovered):
             return None
-        text = f"an attacker who knows the mechanism recovers about {self.recovered:.0%} of the words"
+        at_least = "at least " if self.recovery_method == "held-out" else ""
+        text = f"an attacker who knows the mechanism recovers {at_least}about {self.recovered:.0%} of the words"
         if self.recovered_content is not None and not math.isnan(self.recovered_content):
             text += f" ({self.recovered_content:.0%} of the less common ones)"
-        if self.recovery_method == "held-out":
-            text += " (at least: a held-out estimate)"
         return text
 
     @property

@@ -66,6 +66,29 @@ def compare_cmd(
         typer.Option("--auc", help="Fair-report mode: MIA AUC levels to match, e.g. 0.52,0.55 (default: quartiles)."),
     ] = None,
     plots: Annotated[bool, opt.plots("Fair-report mode: write PNG plots.")] = True,
+    match: Annotated[
+        str,
+        typer.Option(
+            "--match",
+            help="With -a/-b: ratio (seed 001's privacy ratio, epsilon * d mechanisms only) or recovered (the "
+            "epsilon of B at which the unigram attacker recovers as many words as from A, read from --recovery).",
+        ),
+    ] = "ratio",
+    recovery: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--recovery",
+            help="A `deniable evaluate --attack reconstruction` output folder (repeatable): the recovery curves "
+            "used by --match recovered and, in fair-report mode, the 'attacker recovery' rows.",
+        ),
+    ] = None,
+    recovered: Annotated[
+        str | None,
+        typer.Option(
+            "--recovered",
+            help="Fair-report mode: shares of words recovered to match, e.g. 0.1,0.3 (default: quartiles).",
+        ),
+    ] = None,
     *,
     mechanism_flags: MechanismFlags,
 ) -> None:
@@ -80,18 +103,30 @@ def compare_cmd(
     every mechanism side by side at matched privacy instead - (a) the same epsilon where the
     metric is the reference's, (b) the epsilon matched by this privacy ratio where it differs
     (e.g. BRR's Hamming), (c) the same membership-inference AUC (interpolated on each
-    mechanism's epsilon grid); every row says which. Writes fair.md, fair.csv, fair-*.png and
-    the merged results.
+    mechanism's epsilon grid), (d) with --recovery, the same share of words recovered by the
+    unigram attacker (docs/attacker.md); every row says which. Writes fair.md, fair.csv,
+    fair-*.png and the merged results.
+
+    With -a/-b --match recovered --recovery DIR: A's recovered share at each --epsilon
+    (interpolated in log epsilon on A's curve), and the epsilon of B with the same share; any
+    mechanism (CusText too). Levels outside a curve's measured range are refused (exit 2).
     """
     from .._errors import InvalidParameterError
 
     if results:
         if mechanism_a or mechanism_b:
             raise InvalidParameterError("--results", "with -a/-b", "either --results (fair report) or -a and -b")
-        _fair_report(results, out, reference, auc, pairs, embedding, vocab_size, seed, plots)
+        _fair_report(results, out, reference, auc, pairs, embedding, vocab_size, seed, plots, recovery, recovered)
         return
     if not mechanism_a or not mechanism_b:
         raise InvalidParameterError("--mechanism-a/-b", "missing", "two mechanisms (or --results DIR)")
+    if match not in ("ratio", "recovered"):
+        raise InvalidParameterError("--match", match, "ratio or recovered")
+    if recovered:
+        raise InvalidParameterError("--recovered", recovered, "fair-report mode (--results); with -a/-b use --epsilon")
+    if match == "recovered":
+        _match_recovered(mechanism_a, mechanism_b, parse_floats("--epsilon", epsilon), recovery)
+        return
     from ..calibrate.compare import privacy_ratio
     from ..mechanisms import make_mechanism
 
@@ -113,6 +148,36 @@ def compare_cmd(
         say(f"{mechanism_a} epsilon {eps:g} <-> {mechanism_b} epsilon {r.epsilon_b(eps):.6g}")
 
 
+def _match_recovered(a: str, b: str, eps_list: list[float], folders: list[str] | None) -> None:
+    """``--match recovered``: B's epsilon at A's recovered share, both by log-epsilon interpolation."""
+    from .._errors import InvalidParameterError
+    from ..experiments.fair import _at, epsilon_at_level, read_recovery, recovery_curve
+
+    if not folders:
+        raise InvalidParameterError("--recovery", None, "a reconstruction result folder for --match recovered")
+    rows = [r for f in folders for r in read_recovery(f)]
+    curves = {}
+    for option, name in (("--mechanism-a", a), ("--mechanism-b", b)):
+        curves[name] = recovery_curve(rows, name)
+        if len(curves[name]) < 2:
+            raise InvalidParameterError(option, name, "a mechanism measured at two epsilons or more in --recovery")
+    say = typer.echo
+    for eps in eps_list:
+        share, lo, hi, how = _at(curves[a], eps)
+        if how == "outside the grid":
+            grid = [p["epsilon"] for p in curves[a]]
+            raise InvalidParameterError(
+                "--epsilon", eps, f"an epsilon within {a}'s measured {min(grid):g}..{max(grid):g}"
+            )
+        eps_b = epsilon_at_level(
+            [p["epsilon"] for p in curves[b]], [p["mean"] for p in curves[b]], share, what="recovery", name=b
+        )
+        say(
+            f"{a} epsilon {eps:g} (attacker recovers {100 * share:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}], {how}) "
+            f"<-> {b} epsilon {eps_b:.4g}"
+        )
+
+
 def _fair_report(
     folders: list[str],
     out: str | None,
@@ -123,6 +188,8 @@ def _fair_report(
     vocab_size: int | None,
     seed: int | None,
     plots: bool,
+    recovery: list[str] | None = None,
+    recovered: str | None = None,
 ) -> None:
     import shlex
     import sys
@@ -133,6 +200,7 @@ def _fair_report(
         fair_report,
         merge_results,
         privacy_ratios,
+        read_recovery,
         write_fair_report,
     )
     from ..experiments.output import read_results
@@ -160,7 +228,14 @@ def _fair_report(
         for name, r in privacy_ratios(infos, emb, reference=reference, pairs=pairs, rng=seed).items():
             typer.echo(f"privacy ratio P_d({reference}) / P_d({name}) = {r.ratio:.6g} +- {r.std_error:.2g}")
             ratios[name] = r.ratio
-    report = fair_report(merged, infos, reference=reference, ratios=ratios, auc_levels=levels)
+    if recovered and not recovery:
+        raise InvalidParameterError("--recovered", recovered, "--recovery DIR (reconstruction results) beside it")
+    rec_rows = [r for f in recovery or [] for r in read_recovery(f)]
+    rec_levels = parse_floats("--recovered", recovered) if recovered else None
+    report = fair_report(
+        merged, infos, reference=reference, ratios=ratios, auc_levels=levels, recovery=rec_rows,
+        recovery_levels=rec_levels,
+    )  # fmt: skip
     command = "deniable " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["compare"] else ""
     paths = write_fair_report(merged, report, out, plots=plots, command=command)
     sys.stdout.write(paths["fair_markdown"].read_text(encoding="utf-8"))

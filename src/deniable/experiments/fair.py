@@ -17,7 +17,11 @@ ways, each row saying which matching it uses:
 (c) **matched empirical leakage** - any mechanism: utility at given membership-inference
     AUC levels. Per mechanism the mean AUC against log epsilon is made non-decreasing
     (isotonic regression, scikit-learn); the epsilon where it first reaches the level is
-    interpolated on the log-epsilon grid and the utility is interpolated there.
+    interpolated on the log-epsilon grid and the utility is interpolated there;
+(d) **matched attacker recovery** (issue 41) - any mechanism: utility at given shares of words the unigram
+    Bayes attacker recovers (``deniable evaluate --attack reconstruction``, docs/attacker.md), the epsilon
+    found the same way as for (c) (:func:`epsilon_at_level`) on the mechanism's recovery curve, which is
+    measured once per mechanism and epsilon (it does not depend on the model or the task's mode).
 
 Mechanisms whose guarantee is not plain ``epsilon * d`` over the whole vocabulary
 (:attr:`~deniable.mechanisms.base.Mechanism.guarantee_form` is not ``"metric"``:
@@ -48,17 +52,21 @@ __all__ = [
     "MATCHINGS",
     "MechanismInfo",
     "default_auc_levels",
+    "default_recovery_levels",
+    "epsilon_at_level",
     "fair_markdown",
     "fair_report",
     "merge_results",
     "privacy_ratios",
+    "read_recovery",
+    "recovery_curve",
     "write_fair_report",
 ]
 
 #: The setting columns of a fair report: how the privacy is matched, at which level.
 FAIR_KEYS = ("matching", "model", "mode", "mechanism", "level")
 #: The matchings, in the order of the report.
-MATCHINGS = ("same epsilon", "privacy ratio", "nominal epsilon (not matched)", "membership AUC")
+MATCHINGS = ("same epsilon", "privacy ratio", "nominal epsilon (not matched)", "membership AUC", "attacker recovery")
 _SAME_SPLITS = ("task", "embedding", "seed", "train_size", "test_size", "max_words", "repeats", "oov", "models")
 
 
@@ -139,23 +147,102 @@ def _at(points: Sequence[Mapping[str, Any]], eps: float) -> tuple[float, float, 
     return vals[0], vals[1], vals[2], "interpolated"
 
 
-def _epsilon_at_auc(points: Sequence[Mapping[str, Any]], level: float) -> float:
-    """The smallest epsilon where the isotonic (non-decreasing) fit of mean AUC against log epsilon reaches
-    ``level``, interpolated in log epsilon; NaN when the fit never gets there or starts above it."""
+def epsilon_at_level(
+    epsilons: Sequence[float], values: Sequence[float], level: float, *, what: str = "value", name: str = "curve"
+) -> float:
+    """The smallest epsilon where the isotonic (non-decreasing) fit of ``values`` against log epsilon reaches
+    ``level``, interpolated linearly in log epsilon between neighbouring grid points.
+
+    Exact on a curve that is already non-decreasing and linear in log epsilon between grid points. Raises
+    :class:`InvalidParameterError` (naming ``what`` and ``name``) when there are fewer than two grid points
+    or ``level`` lies outside the fitted range: nothing is extrapolated.
+    """
     from sklearn.isotonic import IsotonicRegression
 
-    if len(points) < 2:
-        return math.nan
-    x = np.log([p["epsilon"] for p in points])
-    y = np.array([p["mean"] for p in points], dtype=float)
+    eps = np.asarray(epsilons, dtype=float)
+    y = np.asarray(values, dtype=float)
+    ok = np.isfinite(eps) & (eps > 0) & np.isfinite(y)
+    eps, y = eps[ok], y[ok]
+    if eps.size < 2:
+        raise InvalidParameterError(what, name, "a curve measured at two epsilons or more")
+    order = np.argsort(eps, kind="stable")
+    x, y = np.log(eps[order]), y[order]
     fit = IsotonicRegression(increasing=True).fit_transform(x, y)
-    if level < fit[0] or level > fit[-1]:
-        return math.nan
+    if not math.isfinite(level) or level < fit[0] - 1e-12 or level > fit[-1] + 1e-12:
+        raise InvalidParameterError(
+            what,
+            f"{level:g} for {name}",
+            f"a level within {name}'s measured range [{fit[0]:.4g}, {fit[-1]:.4g}] "
+            f"(epsilon {math.exp(x[0]):g} to {math.exp(x[-1]):g}); measure a wider epsilon grid",
+        )
     i = int(np.argmax(fit >= level - 1e-12))
     if i == 0 or fit[i] == fit[i - 1]:
         return float(math.exp(x[i]))
     t = (level - fit[i - 1]) / (fit[i] - fit[i - 1])
     return float(math.exp(x[i - 1] + t * (x[i] - x[i - 1])))
+
+
+def _epsilon_at_auc(points: Sequence[Mapping[str, Any]], level: float) -> float:
+    """:func:`epsilon_at_level` on mean AUC; NaN when the fit never gets there or starts above it."""
+    try:
+        return epsilon_at_level([p["epsilon"] for p in points], [p["mean"] for p in points], level)
+    except InvalidParameterError:
+        return math.nan
+
+
+def read_recovery(folder: str | Path) -> list[dict[str, Any]]:
+    """The rows of a ``deniable evaluate --attack reconstruction`` folder's ``results.csv`` (mechanism, epsilon,
+    group, metric, value, ci_low, ci_high, n_tokens), numbers parsed; ``attacker`` kept where present."""
+    import csv
+
+    from .._errors import DataError
+
+    path = Path(folder) / "results.csv"
+    if not path.is_file():
+        raise DataError(f"{folder}: no results.csv of `deniable evaluate --attack reconstruction` there")
+    rows: list[dict[str, Any]] = []
+    with open(path, newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        need = {"mechanism", "epsilon", "group", "metric", "value"}
+        if not need <= set(reader.fieldnames or ()):
+            raise DataError(f"{path}: not a reconstruction result (columns {', '.join(sorted(need))} needed)")
+        for line, raw in enumerate(reader, start=2):
+            try:
+                row: dict[str, Any] = dict(raw)
+                for k in ("epsilon", "value", "ci_low", "ci_high"):
+                    row[k] = float(raw[k]) if raw.get(k) not in (None, "") else math.nan
+            except ValueError:
+                raise DataError(f"{path}, line {line}: a number expected in epsilon/value/ci_low/ci_high") from None
+            rows.append(row)
+    return rows
+
+
+def recovery_curve(rows: Sequence[Mapping[str, Any]], mechanism: str, group: str = "all") -> list[dict[str, float]]:
+    """One mechanism's recovered share against epsilon (``[{epsilon, mean, ci_low, ci_high}]``, sorted) from
+    reconstruction result rows (:func:`read_recovery`); the unigram attacker's rows where several are."""
+    pts = [
+        r
+        for r in rows
+        if r["mechanism"] == mechanism
+        and r["group"] == group
+        and r["metric"] == "recovered"
+        and r.get("attacker", "unigram") in ("unigram", "", None)
+    ]
+    curve = {float(r["epsilon"]): r for r in pts}
+    return [
+        {"epsilon": e, "mean": float(r["value"]), "ci_low": float(r["ci_low"]), "ci_high": float(r["ci_high"])}
+        for e, r in sorted(curve.items())
+    ]
+
+
+def default_recovery_levels(rows: Sequence[Mapping[str, Any]], group: str = "all") -> list[float]:
+    """Three recovery levels: the quartiles of the measured recovered shares (``group``), rounded to 0.01."""
+    vals = [float(r["value"]) for r in rows if r["metric"] == "recovered" and r["group"] == group]
+    vals = [v for v in vals if math.isfinite(v)]
+    if not vals:
+        return []
+    q = np.quantile(vals, [0.25, 0.5, 0.75])
+    return sorted({round(float(v), 2) for v in q})
 
 
 def privacy_ratios(
@@ -200,6 +287,9 @@ def fair_report(
     ratios: Mapping[str, float] | None = None,
     auc_levels: Sequence[float] | None = None,
     utility: str | None = None,
+    recovery: Sequence[Mapping[str, Any]] | None = None,
+    recovery_levels: Sequence[float] | None = None,
+    recovery_group: str = "all",
 ) -> Results:
     """The side-by-side table (see the module docstring) as :class:`Results` with :data:`FAIR_KEYS`.
 
@@ -207,7 +297,10 @@ def fair_report(
     for the plain mechanisms whose metric is not the reference's (missing ones get no (b) row);
     ``auc_levels``: None = :func:`default_auc_levels`. Each row has ``value`` (the utility), ``ci_low``,
     ``ci_high``, ``epsilon`` (the mechanism's own epsilon used), ``how`` and ``note``. ``utility``: the
-    metric compared (None: accuracy, or MAP for answer ranking).
+    metric compared (None: accuracy, or MAP for answer ranking). ``recovery``: rows of reconstruction runs
+    (:func:`read_recovery`) to match at ``recovery_levels`` (None: :func:`default_recovery_levels`) of the
+    share of ``recovery_group`` tokens recovered; a mechanism without a recovery curve, or whose curve does not
+    reach a level, gets an empty cell saying why.
     """
     summary = results.summary()
     if utility is None:
@@ -234,11 +327,21 @@ def fair_report(
     models_modes = sorted({(s["model"], s["mode"]) for s in summary if s["metric"] == utility and s["mode"] != "clean"})
     levels = list(default_auc_levels(summary) if auc_levels is None else auc_levels)
     out.settings["auc_levels"] = levels
+    rec_rows = list(recovery or [])
+    rec_levels = list(
+        (default_recovery_levels(rec_rows, recovery_group) if recovery_levels is None else recovery_levels)
+        if rec_rows
+        else []
+    )
+    if recovery_levels and not rec_rows:
+        raise InvalidParameterError("recovery", "none", "reconstruction results to match recovery levels on")
+    out.settings["recovery_levels"] = rec_levels
+    out.settings["recovery_group"] = recovery_group
     for model, mode in models_modes:
         ref_eps = [p["epsilon"] for p in _points(summary, utility, model=model, mode=mode, mechanism=reference)]
         base = _points(summary, utility, model=model, mechanism="none")
-        for matching in ("same epsilon", "membership AUC"):
-            lv = ref_eps if matching == "same epsilon" else levels
+        for matching in ("same epsilon", "membership AUC", "attacker recovery"):
+            lv = {"same epsilon": ref_eps, "membership AUC": levels, "attacker recovery": rec_levels}[matching]
             for level in lv:
                 if base:
                     b = base[0]
@@ -268,6 +371,21 @@ def fair_report(
                 out.add(
                     **row, matching=matching, level=e, value=mean, ci_low=lo, ci_high=hi, epsilon=own, how=how,
                     note=note,
+                )  # fmt: skip
+            curve = recovery_curve(rec_rows, m, recovery_group) if rec_levels else []
+            for level in rec_levels:
+                try:
+                    own = epsilon_at_level(
+                        [p["epsilon"] for p in curve], [p["mean"] for p in curve], level, what="recovery", name=m
+                    )
+                    mean, lo, hi, how = _at(pts, own)
+                except InvalidParameterError:
+                    own, (mean, lo, hi) = math.nan, (math.nan,) * 3
+                    how = "recovery level outside the measured curve" if curve else "no recovery curve"
+                out.add(
+                    **row, matching="attacker recovery", level=level, value=mean, ci_low=lo, ci_high=hi,
+                    epsilon=own, how=how,
+                    note=f"isotonic recovered({recovery_group}, log epsilon), then utility at that epsilon",
                 )  # fmt: skip
             if mode != "train":
                 continue
@@ -313,6 +431,11 @@ def fair_markdown(report: Results) -> str:
                 f"{st['reference']} ε",
             ),
             ("matched empirical leakage (membership-inference AUC)", ("membership AUC",), "MIA AUC"),
+            (
+                f"matched attacker recovery (unigram attacker, {st.get('recovery_group', 'all')} tokens)",
+                ("attacker recovery",),
+                "recovered",
+            ),
         ):
             part = [r for r in mine if r["matching"] in matchings]
             if not any(r["mechanism"] != "clean" for r in part):
