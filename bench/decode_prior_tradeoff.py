@@ -26,7 +26,7 @@ Writes ``OUT/<task>.csv`` (one row per mechanism, decoder, epsilon) and prints M
 tables. Unset OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE for speed figures (not needed here: it
 prints no times but the total).
 
-Usage (the tables of docs/decoding.md)::
+Usage (the tables of docs/madlib.md, "Measured, then decided")::
 
     python bench/decode_prior_tradeoff.py --data ../shared/data --tasks imdb,sst2,20newsgroups \\
         --mechanisms madlib --priors uniform,zipf --out out/decode_prior

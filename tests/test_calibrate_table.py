@@ -3,6 +3,7 @@ and the strength statement of every summary."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -17,9 +18,13 @@ from deniable._errors import InvalidParameterError
 from deniable.artefacts import list_artefacts
 from deniable.calibrate.table import (
     CALIBRATION_KIND,
+    FINE_RATIO,
+    FINE_WHEN,
+    MAX_POINTS,
     CalibrationPoint,
     CalibrationTable,
     Target,
+    _grid_bisected,
     build_table,
     obtain_table,
     open_table,
@@ -126,6 +131,35 @@ def test_resolve_uses_the_upper_bound_and_never_jumps_a_failure() -> None:
     assert not t.monotone()  # 0.70 then 0.45: reported
     # the wrong-bound twin: choosing by the estimate would have picked 3
     assert max(p.epsilon for p in t.points[:3] if p.unchanged <= 0.5) == 3
+
+
+def _rec_point(eps: float, u: float, rec: float | None, con: float | None = None) -> CalibrationPoint:
+    return CalibrationPoint(eps, 1000, u, u, u, None, None, None, rec, rec, rec, con, con, con, "exact")
+
+
+def test_grid_is_bisected_where_any_target_measure_moves() -> None:
+    """The unchanged share is flat; recovered (or recovered_content) climbs: bisected there, to FINE_RATIO."""
+    pts = {e: _rec_point(e, 0.1, r) for e, r in [(1.0, 0.10), (2.0, 0.11), (4.0, 0.40), (8.0, 0.41)]}
+    assert _grid_bisected(pts, 100) == [pytest.approx(8**0.5)]  # only 2..4 moves (by 29 points)
+    twin = {e: _rec_point(e, 0.1, None, r) for e, r in [(2.0, 0.1), (4.0, 0.4)]}  # recovered_content alone
+    assert _grid_bisected(twin, 100) == [pytest.approx(8**0.5)]
+    assert _grid_bisected({e: _rec_point(e, 0.1, 0.1) for e in (2.0, 4.0)}, 100) == []  # nothing moves
+    close = {2.0: _rec_point(2.0, 0.1, 0.1), 2.0 * FINE_RATIO: _rec_point(2.0 * FINE_RATIO, 0.1, 0.5)}
+    assert _grid_bisected(close, 100) == []  # a jump within FINE_RATIO is a jump: never bisected
+    wide = {e: _rec_point(e, 0.1, r) for e, r in [(1.0, 0.0), (2.0, 0.02), (3.0, 0.30), (4.0, 0.35)]}
+    assert _grid_bisected(wide, 1) == [pytest.approx(6**0.5)]  # no room for all: the largest move first
+    assert _grid_bisected(wide, 0) == []
+
+
+def test_default_grid_steps_stay_within_fine_when_or_fine_ratio() -> None:
+    """Every neighbour pair of a default-grid table moves by at most FINE_WHEN in each measure, or is
+    FINE_RATIO apart (or the table is at MAX_POINTS): what lets a target land within a step of its bound."""
+    table = build_table(_emb(120, seed=5), "tem", tokens=512)
+    pts = table.points
+    assert len(pts) <= MAX_POINTS
+    for a, b in itertools.pairwise(pts):
+        moved = max(abs(b.unchanged - a.unchanged), abs((b.recovered or 0) - (a.recovered or 0)))
+        assert moved <= FINE_WHEN or b.epsilon / a.epsilon <= FINE_RATIO * (1 + 1e-9) or len(pts) == MAX_POINTS
 
 
 def test_no_epsilon_meets_the_target_is_an_error_naming_target() -> None:

@@ -3,6 +3,8 @@
 export declare const UNICODE_VERSION: string;
 export declare const WEB_FORMAT: "deniable-web-device";
 export declare const WEB_VERSION: 1;
+/** The version of an artefact whose decode assumes a non-uniform prior (ships logprior.bin). */
+export declare const WEB_VERSION_PRIOR: 2;
 
 // -- tokenizer (the same rules as deniable.text) --
 export declare function split(text: string): string[];
@@ -36,6 +38,20 @@ export declare function hammingTies(
 ): { ties: number[][]; distances: number[] };
 export declare function decodeHamming(codes: Uint32Array, queries: Uint8Array, bits: number): number[];
 export declare function decodeNearest(vectors: Float32Array, queries: Float32Array, dim: number): number[];
+/** `(max log prior - log prior(y)) / epsilon` per word (float64). */
+export declare function priorPenalty(logPrior: Float64Array, epsilon: number): Float64Array;
+/** madlib's posterior mode: argmin ||q - y|| + penalty(y), ties to the lowest id (typed arrays). */
+export declare function decodeNearestPrior(vectors: Float32Array, queries: Float32Array, dim: number, penalty: Float64Array): number[];
+export interface CodePosterior {
+  codes32: Uint32Array;
+  pen: Float64Array;
+  word: Int32Array;
+  bits: number;
+}
+/** BRR's distinct codes in the posterior decoder's order (increasing penalty, then bytewise). */
+export declare function codePosterior(codeBytes: Uint8Array, bits: number, logPrior: Float64Array, epsilon: number): CodePosterior;
+/** BRR's posterior mode: argmin hamming + penalty over distinct codes, the code's most probable word. */
+export declare function decodeHammingPrior(post: CodePosterior, queries: Uint8Array): number[];
 /** Which decode kernels run: "auto" (WebAssembly SIMD where available), "wasm" or "js"; returns the active ones. */
 export declare function useKernels(choice?: "auto" | "wasm" | "js"): "wasm" | "js";
 /** The decode kernels in use now. */
@@ -74,6 +90,10 @@ export declare class Artefact {
   readonly codeBytes?: Uint8Array;
   readonly codes32?: Uint32Array;
   readonly vectors?: Float32Array;
+  /** The decode's prior: "uniform" (nearest neighbour) or the manifest's ("zipf", "zipf:S", "counts:NAME"). */
+  readonly prior: string;
+  /** log prior(y) per word (logprior.bin), null under a uniform prior. */
+  readonly logPrior: Float64Array | null;
   lookup(token: string): number;
 }
 

@@ -5,6 +5,8 @@
 //   - BRR: randomized response on the word's packed binary code, then the nearest code in
 //     Hamming distance (ties uniform), then a uniform word of that code;
 //   - madlib: multivariate Laplace noise on the word's vector, then the nearest vector.
+// An artefact with a decode prior (manifest "prior", logprior.bin) decodes to the posterior
+// mode instead (src/deniable/mechanisms/_posterior.py; typed arrays, not the wasm kernels).
 // In "local" mode the decode runs here; in "split" mode only the noisy codes/vectors go to
 // the server's POST /v1/decode (post-processing: no privacy cost), never a word.
 //
@@ -20,6 +22,8 @@ export { UNICODE_VERSION };
 /** Format of the web artefact this client reads (manifest.json "format" / "version"). */
 export const WEB_FORMAT = "deniable-web-device";
 export const WEB_VERSION = 1;
+/** The version of an artefact whose decode assumes a non-uniform prior (it ships logprior.bin). */
+export const WEB_VERSION_PRIOR = 2;
 
 // ---------------------------------------------------------------------------------------
 // Tokenizer: the same rules as deniable.text
@@ -595,6 +599,131 @@ export function decodeNearest(vectors, queries, dim) {
 }
 
 // ---------------------------------------------------------------------------------------
+// Posterior decoders: the artefact's prior (manifest "prior", logprior.bin), issue 44
+// (src/deniable/mechanisms/_posterior.py). Typed arrays only: the WebAssembly kernels serve
+// the nearest-neighbour decode (a uniform prior) and are not used here.
+// ---------------------------------------------------------------------------------------
+
+/** `(max log prior - log prior(y)) / epsilon` per word, in float64 as _posterior._penalty computes it. */
+export function priorPenalty(logPrior, epsilon) {
+  checkEpsilon(epsilon);
+  let max = -Infinity;
+  for (let i = 0; i < logPrior.length; i++) if (logPrior[i] > max) max = logPrior[i];
+  const pen = new Float64Array(logPrior.length);
+  for (let i = 0; i < logPrior.length; i++) pen[i] = (max - logPrior[i]) / epsilon;
+  return pen;
+}
+
+/**
+ * madlib's posterior mode: argmin_y ||q - y|| + penalty(y), the distance sqrt of the float64
+ * sum of squares (as decodeNearestJs), ties to the lowest id. Python scores in float32: the
+ * two agree wherever the two best scores differ by more than float32 rounding.
+ */
+export function decodeNearestPrior(vectors, queries, dim, penalty) {
+  const nq = queries.length / dim;
+  const nv = vectors.length / dim;
+  const best = new Float64Array(nq).fill(Infinity);
+  const arg = new Int32Array(nq);
+  for (let v = 0; v < nv; v++) {
+    const base = v * dim;
+    const pen = penalty[v];
+    for (let i = 0; i < nq; i++) {
+      const b = best[i];
+      if (pen >= b) continue; // the distance is >= 0: no better
+      const qb = i * dim;
+      // stop once the partial sum proves the score above the best (with room for rounding)
+      const lim = (b - pen) * (b - pen) * (1 + 1e-9);
+      let s = 0;
+      for (let k = 0; k < dim; k += 8) {
+        const end = Math.min(k + 8, dim);
+        for (let j = k; j < end; j++) {
+          const t = queries[qb + j] - vectors[base + j];
+          s += t * t;
+        }
+        if (s > lim) break;
+      }
+      const score = Math.sqrt(s) + pen;
+      if (score < b) {
+        best[i] = score;
+        arg[i] = v;
+      }
+    }
+  }
+  return Array.from(arg);
+}
+
+function compareBytes(a, b) {
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return a[i] - b[i];
+  return 0;
+}
+
+/**
+ * The distinct codes of a BRR artefact in the posterior decoder's order (CodePosteriorDecoder):
+ * each code's most probable word (lowest id on ties) and its penalty in flips, the codes in
+ * increasing penalty, equal penalties in bytewise code order.
+ */
+export function codePosterior(codeBytes, bits, logPrior, epsilon) {
+  const nb = bits / 8;
+  const n = codeBytes.length / nb;
+  const groups = new Map(); // code -> [best word, its log prior]
+  for (let id = 0; id < n; id++) {
+    const key = Array.from(codeBytes.subarray(id * nb, (id + 1) * nb)).join(",");
+    const g = groups.get(key);
+    if (!g) groups.set(key, [id, logPrior[id]]);
+    else if (logPrior[id] > g[1]) groups.set(key, [id, logPrior[id]]);
+  }
+  let max = -Infinity;
+  for (let i = 0; i < n; i++) if (logPrior[i] > max) max = logPrior[i];
+  const list = [...groups.values()].map(([word, lp]) => ({ word, pen: (max - lp) / epsilon, code: codeBytes.subarray(word * nb, (word + 1) * nb) }));
+  list.sort((a, b) => a.pen - b.pen || compareBytes(a.code, b.code));
+  const codes = new Uint8Array(list.length * nb);
+  list.forEach((g, r) => codes.set(g.code, r * nb));
+  return { codes32: asWords32(codes), pen: Float64Array.from(list, (g) => g.pen), word: Int32Array.from(list, (g) => g.word), bits };
+}
+
+/**
+ * BRR's posterior mode: argmin over distinct codes of hamming(q, c) + penalty(c), the word
+ * its most probable; equal scores go to the code first in the order of codePosterior. The
+ * codes are scanned in increasing penalty: once a penalty reaches the best score, no later
+ * code can beat it.
+ */
+export function decodeHammingPrior(post, queries) {
+  const w32 = post.bits / 32;
+  const q = asWords32(queries);
+  const nq = q.length / w32;
+  const ng = post.pen.length;
+  const out = new Array(nq);
+  for (let i = 0; i < nq; i++) {
+    const qb = i * w32;
+    let best = Infinity;
+    let arg = 0;
+    for (let g = 0; g < ng; g++) {
+      const pen = post.pen[g];
+      if (pen >= best) break;
+      const base = g * w32;
+      const c = post.codes32;
+      let d;
+      if (w32 === 8) {
+        // 256-bit codes: the nibble-wise popcount of hammingTiesJs, abandoned after half when it cannot win
+        d = popcount4(c[base] ^ q[qb], c[base + 1] ^ q[qb + 1], c[base + 2] ^ q[qb + 2], c[base + 3] ^ q[qb + 3]);
+        if (d + pen >= best) continue;
+        d += popcount4(c[base + 4] ^ q[qb + 4], c[base + 5] ^ q[qb + 5], c[base + 6] ^ q[qb + 6], c[base + 7] ^ q[qb + 7]);
+      } else {
+        d = 0;
+        for (let k = 0; k < w32; k++) d += popcount32(c[base + k] ^ q[qb + k]);
+      }
+      const score = d + pen;
+      if (score < best) {
+        best = score;
+        arg = g;
+      }
+    }
+    out[i] = post.word[arg];
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
 // Artefacts: manifest.json + whole files, verified with SHA-256
 // ---------------------------------------------------------------------------------------
 
@@ -624,8 +753,11 @@ export async function loadArtefact(source, { headers = {} } = {}) {
   const manifestBytes = await get("manifest.json");
   const manifest = JSON.parse(new TextDecoder().decode(manifestBytes));
   if (manifest.format !== WEB_FORMAT) throw new Error(`artefact: not a ${WEB_FORMAT} manifest`);
-  if (manifest.version !== WEB_VERSION) {
-    throw new Error(`artefact: format version ${manifest.version}, this client reads ${WEB_VERSION}`);
+  if (manifest.version !== WEB_VERSION && manifest.version !== WEB_VERSION_PRIOR) {
+    throw new Error(`artefact: format version ${manifest.version}, this client reads ${WEB_VERSION} and ${WEB_VERSION_PRIOR}`);
+  }
+  if ((manifest.version === WEB_VERSION_PRIOR) !== Boolean(manifest.files?.["logprior.bin"])) {
+    throw new Error(`artefact: format version ${manifest.version} with${manifest.files?.["logprior.bin"] ? "" : "out"} logprior.bin`);
   }
   const files = {};
   for (const [name, spec] of Object.entries(manifest.files)) {
@@ -669,6 +801,17 @@ export class Artefact {
       for (let i = 0; i < this.vectors.length; i++) this.vectors[i] = dv.getFloat32(i * 4, true); // little-endian
     } else {
       throw new Error(`artefact: unknown mechanism ${this.mechanism}`);
+    }
+    /** The decode's prior: "uniform" (nearest neighbour) or the manifest's (zipf, zipf:S, counts:NAME). */
+    this.prior = "uniform";
+    this.logPrior = null;
+    const lp = files["logprior.bin"];
+    if (lp) {
+      if (lp.length !== this.size * 8) throw new Error("artefact: logprior.bin size");
+      const dv = new DataView(lp.buffer, lp.byteOffset, lp.byteLength);
+      this.logPrior = new Float64Array(this.size);
+      for (let i = 0; i < this.size; i++) this.logPrior[i] = dv.getFloat64(i * 8, true); // little-endian
+      this.prior = String(manifest.prior);
     }
   }
 
@@ -746,9 +889,17 @@ export class Privatizer {
     return out;
   }
 
-  /** Decode noisy payloads here. */
+  /** Decode noisy payloads here (the posterior mode of the artefact's prior, if it has one). */
   decodeLocal(noisy) {
     const a = this.artefact;
+    if (a.logPrior) {
+      if (a.mechanism === "brr") {
+        this.posterior ??= codePosterior(a.codeBytes, a.bits, a.logPrior, this.epsilon);
+        return decodeHammingPrior(this.posterior, noisy);
+      }
+      this.posterior ??= priorPenalty(a.logPrior, this.epsilon);
+      return decodeNearestPrior(a.vectors, noisy, a.dim, this.posterior);
+    }
     return a.mechanism === "brr" ? decodeHamming(a.codes32, noisy, a.bits) : decodeNearest(a.vectors, noisy, a.dim);
   }
 
@@ -776,7 +927,8 @@ export class Privatizer {
     const res = await this.fetch(this.decodeUrl, {
       method: "POST",
       headers: { "content-type": "application/json", ...this.headers },
-      body: JSON.stringify({ artefact: this.artefactId, [key]: toBase64(sent) }),
+      // epsilon: the service's posterior decode of a non-uniform prior depends on it (public: chosen here)
+      body: JSON.stringify({ artefact: this.artefactId, [key]: toBase64(sent), epsilon: this.epsilon }),
     });
     if (!res.ok) throw new Error(`decode: HTTP ${res.status}`);
     const got = (await res.json()).ids;

@@ -49,7 +49,8 @@ for (const [name, make] of [["brr", brrFiles], ["madlib", madlibFiles]]) {
     assert.equal(r.text, "The hockey game was great");
     assert.equal(sent.length, 1);
     const body = JSON.parse(sent[0].body);
-    assert.deepEqual(Object.keys(body).sort(), [name === "brr" ? "codes" : "vectors", "artefact"].sort());
+    assert.deepEqual(Object.keys(body).sort(), [name === "brr" ? "codes" : "vectors", "artefact", "epsilon"].sort());
+    assert.equal(body.epsilon, 1e6); // the service's posterior decode (a non-uniform prior) depends on it
     const rows = Buffer.from(body.codes ?? body.vectors, "base64").length / (name === "brr" ? 8 : 40);
     assert.equal(rows, 8); // 5 tokens padded to 8
     for (const w of ["hockey", "game", "great", "The"]) assert.ok(!sent[0].body.includes(w));

@@ -4,7 +4,11 @@ import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { createInterface } from "node:readline";
 import {
+  codePosterior,
   decodeHamming,
+  decodeHammingPrior,
+  decodeNearestPrior,
+  priorPenalty,
   decodeNearest,
   hammingTies,
   laplaceNoise,
@@ -65,6 +69,19 @@ const ops = {
   brr_decode: async (r) => {
     const a = await artefact(r.artefact);
     return { ids: decodeHamming(a.codes32, unb64(r.codes), a.bits) };
+  },
+  // the posterior mode of the artefact's prior at r.epsilon (r.ignore_prior: a uniform log prior, the twin)
+  brr_decode_prior: async (r) => {
+    const a = await artefact(r.artefact);
+    const lp = r.ignore_prior ? new Float64Array(a.size) : a.logPrior;
+    return { ids: decodeHammingPrior(codePosterior(a.codeBytes, a.bits, lp, r.epsilon), unb64(r.codes)), prior: a.prior };
+  },
+  madlib_decode_prior: async (r) => {
+    const a = await artefact(r.artefact);
+    const q = unb64(r.vectors);
+    const lp = r.ignore_prior ? new Float64Array(a.size) : a.logPrior;
+    const ids = decodeNearestPrior(a.vectors, new Float32Array(q.buffer, q.byteOffset, q.length / 4), a.dim, priorPenalty(lp, r.epsilon));
+    return { ids, prior: a.prior };
   },
   madlib_decode: async (r) => {
     const a = await artefact(r.artefact);

@@ -49,7 +49,9 @@ __all__ = [
     "PARAMS_FILE",
     "WEB_FORMAT",
     "WEB_MANIFEST",
+    "WEB_PRIOR_FILE",
     "WEB_VERSION",
+    "WEB_VERSION_PRIOR",
     "CodeVocabulary",
     "artefact_size",
     "is_device_artefact",
@@ -78,7 +80,12 @@ def __getattr__(name: str) -> Any:
 #: ``manifest.json`` ``format`` and ``version`` of the web artefact (clients/js reads them).
 WEB_FORMAT = "deniable-web-device"
 WEB_VERSION = 1
+#: The version of an artefact whose decode assumes a non-uniform prior (``logprior.bin``): a
+#: version-1 client would decode it by nearest neighbour, so it refuses it; uniform stays version 1.
+WEB_VERSION_PRIOR = 2
 WEB_MANIFEST = "manifest.json"
+#: The decode prior's file: ``log prior(y)`` per word, float64 little-endian (what the Python decoders read).
+WEB_PRIOR_FILE = "logprior.bin"
 #: The mechanisms a web artefact exists for, and the payload file of each.
 WEB_PAYLOAD = {"brr": "codes.bin", "madlib": "vectors.bin"}
 
@@ -91,6 +98,7 @@ def web_artefact(
     lowercase: bool,
     fingerprint: str,
     params: dict[str, Any] | None = None,
+    prior: tuple[dict[str, str], npt.ArrayLike] | None = None,
 ) -> dict[str, bytes]:
     """The files of a web device artefact, name -> bytes (``manifest.json`` last).
 
@@ -101,6 +109,13 @@ def web_artefact(
     embedding fingerprint, ``lowercase`` (lookups fold case) and each file's size and
     sha256. A function of public data only, and deterministic: the same inputs give the
     same bytes (the service serves exactly these bytes).
+
+    ``prior``: ``(record, log_prior)`` of a non-uniform decode prior (issue 44): the manifest's
+    ``prior`` record (:func:`deniable.mechanisms._posterior.prior_record`) and ``log prior(y)`` per
+    word, written as ``logprior.bin`` in float64 little-endian, the very values the Python
+    decoders' penalties ``(max log prior - log prior(y)) / epsilon`` are computed from (a client
+    computing a Zipf prior itself would need numpy's summation and logarithm to the last bit).
+    Such an artefact is version :data:`WEB_VERSION_PRIOR`; without one nothing changes (version 1).
     """
     if mechanism not in WEB_PAYLOAD:
         raise EmbeddingError(f"web artefact: mechanism {mechanism!r} is not one of {sorted(WEB_PAYLOAD)}")
@@ -119,6 +134,13 @@ def web_artefact(
         data = np.ascontiguousarray(arr, dtype="<f4").tobytes()
         meta.update(dim=int(arr.shape[1]), dtype="float32-le")
     files = {"words.txt": ("\n".join(words) + "\n").encode("utf-8"), WEB_PAYLOAD[mechanism]: data}
+    if prior is not None:
+        record, log_prior = prior
+        logp = np.asarray(log_prior, dtype=np.float64)
+        if logp.shape != (len(words),) or not np.all(np.isfinite(logp)):
+            raise EmbeddingError(f"web artefact: a log prior of shape {logp.shape}, not one finite value per word")
+        files[WEB_PRIOR_FILE] = np.ascontiguousarray(logp, dtype="<f8").tobytes()
+        meta.update(version=WEB_VERSION_PRIOR, **record)
     meta.update(
         vocab_size=len(words),
         lowercase=bool(lowercase),
@@ -140,18 +162,46 @@ def web_artefact_of(mechanism: Any) -> dict[str, bytes]:
 
     BRR: its codes (trained or read once) and the binarizer's public parameters; madlib:
     its embedding's float vectors. Any other mechanism: an :class:`~deniable.EmbeddingError`.
+    A non-uniform ``prior`` option ships its log prior (see :func:`web_artefact`).
     """
     name = getattr(mechanism, "name", None)
     emb = mechanism.embedding
     words = list(emb.vocabulary)
+    prior = _prior_of(mechanism)
     if name == "brr":
         params = {"binarizer": mechanism.binarizer, "seed": mechanism.seed}
         return web_artefact(
-            "brr", words, mechanism.codes, lowercase=emb.is_lowercase, fingerprint=emb.fingerprint, params=params
+            "brr",
+            words,
+            mechanism.codes,
+            lowercase=emb.is_lowercase,
+            fingerprint=emb.fingerprint,
+            params=params,
+            prior=prior,
         )
     if name == "madlib" and type(mechanism).__name__ == "MultivariateLaplace":
-        return web_artefact("madlib", words, emb.vectors, lowercase=emb.is_lowercase, fingerprint=emb.fingerprint)
+        return web_artefact(
+            "madlib", words, emb.vectors, lowercase=emb.is_lowercase, fingerprint=emb.fingerprint, prior=prior
+        )
     raise EmbeddingError(f"no web device artefact for mechanism {name!r} (brr and madlib have one)")
+
+
+def _prior_of(mechanism: Any) -> tuple[dict[str, str], npt.NDArray[np.float64]] | None:
+    """``(manifest record, log prior per word)`` of a mechanism's non-uniform decode prior; None if uniform.
+
+    The record is the one the mechanism's manifest holds (``describe()``: ``prior`` and, for a
+    counts file, ``prior_sha256``); uniform is every word alike (the mechanisms' ``is_uniform``).
+    """
+    from ..priors import make_prior
+
+    spec = getattr(mechanism, "prior", "uniform")
+    if isinstance(spec, str) and spec == "uniform":
+        return None
+    logp = make_prior(spec, mechanism.embedding).log()
+    if np.all(logp == logp[0]):
+        return None
+    described = mechanism.describe()
+    return {k: str(described[k]) for k in ("prior", "prior_sha256") if k in described}, logp
 
 
 def save_web_artefact(folder: str | Path, files: dict[str, bytes]) -> dict[str, int]:

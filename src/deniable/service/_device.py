@@ -79,11 +79,11 @@ class _Artefacts:
                     for mech, _ in self.state.mechanisms.values():
                         if mech.name not in ("brr", "madlib"):
                             continue
-                        # one artefact per code book / vector set (every epsilon shares it)
+                        # one artefact per code book / vector set and decode prior (every epsilon shares it)
                         key = (
                             mech.name,
                             id(mech.embedding),
-                            *(getattr(mech, a, None) for a in ("bits", "binarizer", "seed")),
+                            *(getattr(mech, a, None) for a in ("bits", "binarizer", "seed", "prior")),
                         )
                         if key not in seen:
                             files = web_artefact_of(mech)
@@ -125,6 +125,7 @@ def install_device_routes(app: FastAPI, state: State) -> None:
                     "mechanism": mech.name,
                     "url": f"/v1/device/{aid}/",
                     "vocab_size": manifest["vocab_size"],
+                    "prior": manifest.get("prior", "uniform"),  # the decode's prior (issue 44)
                     "bytes": sum(len(b) for b in files.values()),
                 }
             )
@@ -156,7 +157,7 @@ def install_device_routes(app: FastAPI, state: State) -> None:
         Body: ``{"artefact": id, "codes": base64}`` (packed codes, ``bits / 8`` bytes each) or
         ``{"artefact": id, "vectors": base64}`` (float32 little-endian, ``dim`` each), and
         ``"epsilon"`` (required where the operator set a non-uniform ``prior``: its posterior decode
-        depends on epsilon).
+        depends on epsilon; otherwise optional, any number > 0: the JavaScript client always sends it).
         Answer: ``{"ids": [...], "words": [...]}``, one per row.
         """
         try:
@@ -178,18 +179,20 @@ def install_device_routes(app: FastAPI, state: State) -> None:
 def _decoder_at_epsilon(mech: Any, body: dict[str, Any], by_epsilon: dict[float, Any]) -> Any:
     """The offered instance that decodes: the one at the body's ``epsilon`` (public: the device chose it).
 
-    A nearest-neighbour decode is the same at every epsilon (``epsilon`` optional); the
-    posterior decode of the operator's non-uniform ``prior`` depends on it (``epsilon`` required).
+    A nearest-neighbour decode is the same at every epsilon: ``epsilon`` is optional and, when
+    sent (the JavaScript client always sends it), only checked to be a number > 0. The posterior
+    decode of the operator's non-uniform ``prior`` depends on it: required, and one of the offered.
     """
     eps = body.get("epsilon")
     uniform = getattr(mech, "prior", "uniform") == "uniform"
+    number = isinstance(eps, int | float) and not isinstance(eps, bool) and np.isfinite(eps) and eps > 0
     if eps is None:
         if uniform:
             return mech
         raise error(422, "epsilon", "the epsilon the device used (this decode's prior depends on it)", "missing")
-    found = None
-    if isinstance(eps, int | float) and not isinstance(eps, bool):
-        found = by_epsilon.get(float(eps))
+    if uniform and number:
+        return mech
+    found = by_epsilon.get(float(eps)) if number else None
     if found is None:
         offered = ", ".join(f"{e:g}" for e in sorted(by_epsilon))
         raise error(422, "epsilon", f"an offered epsilon of this artefact ({offered})", "not_offered")
