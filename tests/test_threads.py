@@ -75,17 +75,18 @@ def test_decode_workers_follow_the_environment(monkeypatch):
 
 
 # -- the exact decode: split across worker threads of 1 BLAS thread, the same words ---------------
-def test_exact_decode_split_gives_the_same_words_on_one_blas_thread(monkeypatch):
+def _split_decode_in_a_fresh_process() -> tuple[bool, bool, int, list[set[int]], int]:
+    """In a fresh interpreter (no BLAS thread count set by earlier tests: OpenBLAS then ignores a count set
+    from another thread, and the decode runs serially by design): the exact decode on 1 worker and on 2."""
     from deniable.index.exact import ExactIndex
 
-    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
-    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.pop(name, None)
     rng = np.random.default_rng(0)
     x = rng.normal(size=(3000, 8)).astype(np.float32)
     q = rng.normal(size=(1000, 8)).astype(np.float32)
     idx = ExactIndex(x, vocab_block=512, query_block=64)
-    monkeypatch.setattr(_threads, "_decode_workers", 1)
+    _threads._decode_workers = 1  # type: ignore[attr-defined]
     one_d, one_i = idx.search(q, 3)
     seen: list[tuple[set[int], str]] = []
     inner = idx._search_block
@@ -94,14 +95,22 @@ def test_exact_decode_split_gives_the_same_words_on_one_blas_thread(monkeypatch)
         seen.append((_blas_threads(), threading.current_thread().name))
         return inner(qb, k)
 
-    monkeypatch.setattr(idx, "_search_block", spy)
-    monkeypatch.setattr(_threads, "_decode_workers", 2)
+    idx._search_block = spy  # type: ignore[method-assign]
+    _threads._decode_workers = 2  # type: ignore[attr-defined]
     two_d, two_i = idx.search(q, 3)
-    assert np.array_equal(one_i, two_i)
-    assert np.array_equal(one_d, two_d)
-    assert len(seen) == 16
-    assert all(b <= {1} for b, _ in seen)  # 1 BLAS thread per worker thread while split
-    assert len({name for _, name in seen}) == 2
+    names = {name for _, name in seen}
+    same = bool(np.array_equal(one_i, two_i)), bool(np.array_equal(one_d, two_d))
+    return same[0], same[1], len(seen), [b for b, _ in seen], len(names)
+
+
+def test_exact_decode_split_gives_the_same_words_on_one_blas_thread() -> None:
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(1) as pool:
+        same_ids, same_d, blocks, blas, names = pool.apply(_split_decode_in_a_fresh_process)
+    assert same_ids and same_d
+    assert blocks == 16
+    assert all(b <= {1} for b in blas)  # 1 BLAS thread per worker thread while split
+    assert names == 2
 
 
 # -- every worker process: 1 BLAS thread, 1 faiss thread, the decode on 1 thread ---------------------
