@@ -19,6 +19,7 @@ from conftest import make_tiny_embedding
 from deniable import NotPrivateWarning
 from deniable._progress import BUILD, progress
 from deniable.artefacts import list_artefacts
+from deniable.calibrate.table import strength
 from deniable.mechanisms.laplace import MultivariateLaplace
 from deniable.mechanisms.tem import TruncatedExponential
 from deniable.preparation import prepare
@@ -152,7 +153,9 @@ def test_a_non_private_epsilon_builds_nothing(pipe: io.StringIO) -> None:
         out = mech.privatize(ids, np.random.default_rng(0))
     assert np.array_equal(out, ids)
     assert mech.decode_description.startswith("exact (epsilon >=")
-    assert list_artefacts(emb) == []  # no HNSW index, no decode choice
+    st = strength(mech)  # the summary's strength: not measured either (no calibration point is built)
+    assert st.expected_unchanged == 1.0 and st.recovered == 1.0 and "not private" in st.source
+    assert list_artefacts(emb) == []  # no HNSW index, no decode choice, no calibration point
 
 
 def test_a_private_epsilon_still_builds_the_decode(pipe: io.StringIO) -> None:
@@ -162,6 +165,8 @@ def test_a_private_epsilon_still_builds_the_decode(pipe: io.StringIO) -> None:
     with _on(pipe):
         mech.privatize(np.arange(10), np.random.default_rng(0))
     assert {i.kind for i in list_artefacts(emb)} == {"hnsw", "decode-choice"}
+    st = strength(mech)  # and the strength point is measured on public reference tokens
+    assert "public reference tokens" in st.source and st.expected_unchanged < 1.0
     assert not mech.decode_description.startswith("exact (epsilon >=")
 
 

@@ -43,6 +43,7 @@ import numpy.typing as npt
 from .._errors import InvalidParameterError, NotPrivateWarning
 from .._progress import progress
 from ..artefacts import register_kind
+from ..mechanisms._options import EPSILON_HUGE
 from .terms import MOST, Strength, Target, parse_target
 
 if TYPE_CHECKING:
@@ -681,6 +682,14 @@ def _strength(mech: Mechanism, options: Mapping[str, Any] | None) -> Strength:
         methods = {p.recovery_method for p in table.points}
         method = "held-out" if "held-out" in methods else next(iter(methods), None)
         return Strength(name, eps, est, hi, src, None, sim, *_nan_none(rec, rec_hi, con, con_hi), method)
+    if eps >= EPSILON_HUGE and res is None and table is None:
+        # not private (construction warned): the noise is below float precision and every word comes out as
+        # itself (issue 42: a clearly non-private epsilon builds nothing, this point included)
+        return Strength(
+            name, eps, 1.0, 1.0,
+            f"not measured: epsilon >= {EPSILON_HUGE:g} is not private, every word is released as itself",
+            None, 1.0, 1.0, 1.0, 1.0, 1.0, None,
+        )  # fmt: skip
     p, stored = _point(mech, key)
     return Strength(
         name, eps, p.unchanged, p.unchanged_high,
