@@ -4,6 +4,14 @@ mode (noisy codes / vectors decoded by POST /v1/decode over loopback).
 
     python bench/bench_device.py [--rounds 15] [--out /tmp/deniable-bench-device] [--no-browser] [--no-split]
     python bench/bench_device.py --cpu [--rounds 15]   # JS vs the Python library, tokens per CPU-second
+    python bench/bench_device.py --only madlib-336k,madlib-q8-250k --no-split   # some artefacts only
+    python bench/bench_device.py --agreement [--tokens 4000]   # 8-bit madlib vs float32: decodes, utility
+
+``--agreement``: the playground's 8-bit madlib artefact (the 250,000 most common words, 8 bits per
+coordinate: ``quantized_madlib``) against float32 madlib on all 336,158 words, the same noise for
+both, on IMDb train tokens (``DENIABLE_DATA``): how often the decoded word differs, the share
+released unchanged (utility) by each, and the alternatives measured on the way (float32 on 250k
+words: the vocabulary's share; the whole vocabulary at 6 bits, which also fits 16 MB).
 
 ``--cpu``: the same 30-word message privatized by the Python library (``deniable.Privatizer``
 over the same 50k vocabulary) and by the Node client (its WebAssembly SIMD kernels and its
@@ -50,32 +58,122 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def build(out: Path) -> dict[str, dict[str, Any]]:
-    """Web artefacts for brr (256-bit autoencoder codes) and madlib at 50k and all words."""
+def build(out: Path, only: set[str] | None = None) -> dict[str, dict[str, Any]]:
+    """Web artefacts for brr (256-bit autoencoder codes) and madlib at 50k and all words, and the
+    playground's 8-bit madlib (250k words); ``only``: these names."""
     import deniable
     from deniable.binarize.device import save_web_artefact, web_artefact_id, web_artefact_of
     from deniable.mechanisms import make_mechanism
+    from deniable.mechanisms.laplace import quantized_madlib
 
     found = {}
     for label, size in (("50k", 50_000), ("336k", None)):
         emb = deniable.load_embedding(vocab_size=size)
         for name in ("brr", "madlib"):
+            keys = {f"{name}-{label}", *(["madlib-q8-250k"] if name == "madlib" and size is None else [])}
+            if only and not keys & only:
+                continue
             opts = {"bits": 256, "show_progress": False} if name == "brr" else {"index": "exact"}
             mech = make_mechanism(name, emb, EPS[name], **opts)
             if name == "brr":
                 mech.prepare()  # type: ignore[attr-defined]
-            files = web_artefact_of(mech)
-            folder = out / f"{name}-{label}"
-            save_web_artefact(folder, files)
-            found[f"{name}-{label}"] = {
-                "dir": folder,
-                "id": web_artefact_id(files),
-                "vocab": emb.size,
-                "bytes": sum(len(b) for b in files.values()),
-                "payload": len(files["codes.bin" if name == "brr" else "vectors.bin"]),
-                "mechanism": name,
-            }
+            variants = [(f"{name}-{label}", mech)]
+            if name == "madlib" and size is None:  # the playground's default: 8 bits, 250k words
+                variants.append(("madlib-q8-250k", quantized_madlib(mech)))
+            for key, m in variants:
+                if only and key not in only:
+                    continue
+                files = web_artefact_of(m)
+                folder = out / key
+                save_web_artefact(folder, files)
+                payload = {"codes.bin", "vectors.bin", "qvectors.bin", "levels.bin"}
+                found[key] = {
+                    "dir": folder,
+                    "id": web_artefact_id(files),
+                    "vocab": m.embedding.size,
+                    "bytes": sum(len(b) for b in files.values()),
+                    "payload": sum(len(b) for n, b in files.items() if n in payload),
+                    "mechanism": name,
+                }
     return found
+
+
+def agreement(n_tokens: int, epsilons: tuple[float, ...] = (5.0, 10.0, 20.0)) -> None:
+    """8-bit madlib (250k words) vs float32 madlib (336k), the same noise: decodes that differ, utility."""
+    import numpy as np
+    from threadpoolctl import threadpool_limits
+
+    import deniable
+    from _common import corpus_ids, imdb_texts, load_average
+    from deniable.binarize.device import QUANTIZED_VOCAB
+    from deniable.embedding import Embedding
+    from deniable.mechanisms import make_mechanism
+    from deniable.mechanisms.laplace import quantized_madlib
+
+    threadpool_limits(1)
+    emb = deniable.load_embedding()
+    full = make_mechanism("madlib", emb, 10.0, index="exact")
+    small = quantized_madlib(full)
+    qemb = small.embedding
+    sub = emb.subset(QUANTIZED_VOCAB)
+    # the whole vocabulary at 6 bits (evenly spaced levels per dimension, as quantize does at 8): fits 16 MB too
+    src = np.asarray(emb.vectors, dtype=np.float64)
+    lo, hi = src.min(axis=0), src.max(axis=0)
+    step = (hi - lo) / 63
+    six = Embedding(emb.vocabulary, (lo + step * np.clip(np.rint((src - lo) / step), 0, 63)).astype(np.float32))
+    words_mb = {v: sum(len(w.encode()) + 1 for w in emb.vocabulary[:v]) for v in (emb.size, QUANTIZED_VOCAB)}
+    print(f"load {load_average()}")
+    print("| variant | words | files MB (MiB) | max distance moved |")
+    print("|---|---|---|---|")
+    sizes = {
+        "float32, all words": (emb.size, emb.size * emb.dim * 4 + words_mb[emb.size], 0.0),
+        f"8-bit, {QUANTIZED_VOCAB:,} words (the playground's)": (
+            QUANTIZED_VOCAB,
+            QUANTIZED_VOCAB * emb.dim + emb.dim * 256 * 4 + words_mb[QUANTIZED_VOCAB],
+            qemb.max_error,  # type: ignore[attr-defined]
+        ),
+        "6-bit, all words (not built)": (
+            emb.size,
+            emb.size * emb.dim * 6 // 8 + emb.dim * 64 * 4 + words_mb[emb.size],
+            float(np.linalg.norm(np.asarray(six.vectors) - src, axis=1).max()),
+        ),
+    }
+    for name, (v, b, e) in sizes.items():
+        print(f"| {name} | {v:,} | {b / 1e6:.2f} ({b / 2**20:.2f}) | {e:.4f} |")
+    ids, source = corpus_ids(emb, n_tokens, seed=3)
+    oov = ids >= QUANTIZED_VOCAB
+    texts = imdb_texts(5000)
+    if texts is not None:  # how many word tokens of real text the 250k words lose (out of all 336k: both lose)
+        from deniable.text import words
+
+        every = emb.ids(w.lower() for t in texts for w in words(t))
+        known = every[every >= 0]
+        print(
+            f"\nIMDb train, 5,000 reviews: {len(every):,} word tokens, {np.mean(every < 0):.3%} outside all "
+            f"{emb.size:,} words, {np.mean(known >= QUANTIZED_VOCAB):.4%} of the others outside the "
+            f"{QUANTIZED_VOCAB:,} most common (the device replaces those by a random word)"
+        )
+    print(f"\n{len(ids):,} tokens of {source}; {oov.mean():.3%} not among the {QUANTIZED_VOCAB:,} most common words")
+    print("| epsilon | float32 unchanged | variant | differs from float32 | variant unchanged |")
+    print("|---|---|---|---|---|")
+    rng = np.random.default_rng(20261129)
+    for eps in epsilons:
+        ref_mech = make_mechanism("madlib", emb, eps, index="exact")
+        z = ref_mech.noise(len(ids), rng)  # the same noise for every variant
+        ref = ref_mech.decode((emb.vectors[ids] + z).astype(np.float32))
+        # the device's OOV policy: a uniformly random word of its vocabulary, then the mechanism
+        dev_ids = np.where(oov, rng.integers(0, QUANTIZED_VOCAB, len(ids)), ids)
+        rows = {
+            "8-bit, 250k words": (qemb, dev_ids),
+            "float32, 250k words": (sub, dev_ids),
+            "6-bit, all words": (six, ids),
+        }
+        for name, (e, inp) in rows.items():
+            got = make_mechanism("madlib", e, eps, index="exact").decode((e.vectors[inp] + z).astype(np.float32))
+            print(
+                f"| {eps:g} | {np.mean(ref == ids):.3f} | {name} | {np.mean(got != ref):.2%} "
+                f"| {np.mean(got == ids):.3f} |"
+            )
 
 
 def summary(ms: list[float]) -> str:
@@ -190,6 +288,8 @@ def run_split(arts: dict[str, dict[str, Any]], rounds: int) -> dict[str, Any]:
         index = httpx.get(url + "/v1/device", timeout=120).json()
         configs = []
         for a in index["artefacts"]:
+            if a.get("vectors") == "uint8":
+                continue  # the same 50k words at 8 bits: split mode's decode is the service's either way
             name = f"{a['mechanism']}-50k-split"
             configs.append(
                 {
@@ -283,12 +383,20 @@ def main() -> None:
     ap.add_argument("--no-browser", action="store_true")
     ap.add_argument("--no-split", action="store_true")
     ap.add_argument("--cpu", action="store_true", help="only the per-CPU-second comparison with the Python library")
+    ap.add_argument("--only", default="", help="comma-separated artefact names (e.g. madlib-336k,madlib-q8-250k)")
+    ap.add_argument("--agreement", action="store_true", help="only the 8-bit vs float32 madlib decode comparison")
+    ap.add_argument("--tokens", type=int, default=4000, help="--agreement: IMDb tokens")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.cpu:
         cpu_ratio(args.rounds, args.out)
         return
-    arts = build(args.out)
+    if args.agreement:
+        agreement(args.tokens)
+        return
+    arts = build(args.out, set(filter(None, args.only.split(","))) or None)
+    loadavg = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"load {loadavg} (1/5/15 min) at {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print("| artefact | words | files MB | payload MB | id |")
     print("|---|---|---|---|---|")
     for name, a in arts.items():

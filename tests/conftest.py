@@ -208,3 +208,24 @@ def keyfile(tmp_path: Path) -> Path:
     path.write_text(RunKey.new().hex() + "\n", encoding="ascii")
     os.chmod(path, 0o600)
     return path
+
+
+def assert_records_use_their_own_streams(mech: Any, small: Any, size: int) -> None:
+    """``mech.privatize_records``: each record's output is the same alone, in a group, in another order, and
+    from ``small`` (the same mechanism with a small ``batch_size``), under one run key (keyed determinism)."""
+    from deniable._random import RunKey
+
+    key = RunKey.new()
+    rng = np.random.default_rng(1)
+    records = [rng.integers(0, size, n) for n in (5, 0, 17, 1, 40, 3)]
+
+    def gens() -> list[np.random.Generator]:
+        return [key.record_generator(i, "t", "x") for i in range(len(records))]
+
+    together = mech.privatize_records(records, gens())
+    alone = [mech.privatize_records([r], [g])[0] for r, g in zip(records, gens(), strict=True)]
+    reversed_ = mech.privatize_records(records[::-1], gens()[::-1])[::-1]
+    blocks = small.privatize_records(records, gens())
+    for a, b, c, d in zip(together, alone, reversed_, blocks, strict=True):
+        assert np.array_equal(a, b) and np.array_equal(a, c) and np.array_equal(a, d)
+    assert [len(a) for a in together] == [len(r) for r in records]

@@ -151,6 +151,7 @@ def test_kinds_register_where_defined_and_deniable_imports_none() -> None:
         "decode-choice",
         "diffractor-list",
         "calibration",
+        "ngram",  # madlib's contextual decode prior (issue 44): prepared by `deniable prepare --ngram`
     }
     assert stale == ["tem-totals"]
     # `import deniable` imports no mechanism module (nor scipy.special) until an artefact is needed

@@ -107,8 +107,10 @@ def test_broken_artefacts_are_rejected(tmp_path: Path) -> None:
 
 
 def test_cli_export_device_then_privatize_from_the_artefact_alone(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # a cache of its own: another test may have prepared the toy embedding's HNSW index already
+    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
     src = tmp_path / "toy"
     make_toy_embedding().save(src)
     dev = tmp_path / "device"

@@ -286,3 +286,40 @@ def test_playground_errors_in_place(driver: Any, server: str, tmp_path: Any) -> 
     driver.get(server + "/static/guarantee.html#madlib")
     assert "the closer two words, the harder" in driver.find_element(By.TAG_NAME, "body").text
     driver.save_screenshot(str(tmp_path / "guarantee.png"))
+
+
+def test_madlib_on_the_device_offers_8bit_vectors(driver: Any, server: str, tmp_path: Any) -> None:
+    """Issue 43: the 8-bit artefact (madlib over its quantized embedding) is chosen in the vectors select;
+    the guarantee line says so, and nothing but the artefact is fetched (no input word anywhere)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    wait = open_page(driver, server)
+    box = driver.find_element(By.ID, "vectors-box")
+    assert box.value_of_css_property("visibility") == "hidden"  # on the server: no choice to make
+    Select(driver.find_element(By.ID, "where")).select_by_value("local")
+    wait.until(lambda d: d.find_element(By.ID, "vectors-box").value_of_css_property("visibility") == "visible")
+    sel = Select(driver.find_element(By.ID, "vectors"))
+    labels = [o.text for o in sel.options]
+    assert len(labels) == 2 and any(t.startswith("8-bit") for t in labels) and any("float32" in t for t in labels)
+    # the test vocabulary's float32 artefact fits 16 MB: it is the default; choose the 8-bit one
+    assert "float32" in sel.first_selected_option.text
+    sel.select_by_index(next(i for i, t in enumerate(labels) if t.startswith("8-bit")))
+    wait.until(lambda d: "0.2 MB" in d.find_element(By.ID, "device-note").text)
+    Select(driver.find_element(By.ID, "epsilon")).select_by_value("1000000")
+    text = driver.find_element(By.ID, "text")
+    text.clear()
+    text.send_keys(TEXT)
+    requests_sent(driver)
+    driver.find_element(By.ID, "run").click()
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#output .w") or d.find_element(By.ID, "error").text)
+    assert driver.find_element(By.ID, "error").text == ""
+    assert "Hockey players" in driver.find_element(By.ID, "output").text
+    summary = driver.find_element(By.ID, "guarantee").text
+    assert "8-bit vectors of the 3,000 most common words" in summary
+    assert "the guarantee holds exactly in these vectors' distances" in summary
+    driver.save_screenshot(str(tmp_path / "playground-8bit.png"))
+    sent = requests_sent(driver)
+    assert leaks(sent) == []
+    assert [m for m, _, _ in sent if m == "POST"] == []
+    assert any("qvectors.bin" in url for _, url, _ in sent)

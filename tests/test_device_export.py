@@ -67,3 +67,22 @@ def test_web_artefact_is_deterministic_and_checked() -> None:
         web_artefact("brr", ["a\nb", "c"], codes, lowercase=True, fingerprint="f")
     with pytest.raises(EmbeddingError):
         web_artefact("brr", words, codes[:, :3], lowercase=True, fingerprint="f")
+
+
+def test_export_web_uint8_is_the_services_8bit_artefact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--vectors uint8` writes madlib over the 8-bit embedding: the bytes the service offers beside float32."""
+    from deniable.binarize.device import WEB_VERSION_QUANTIZED, web_artefact_of
+    from deniable.mechanisms import make_mechanism
+    from deniable.mechanisms.laplace import quantized_madlib
+
+    src = tmp_path / "toy"
+    make_toy_embedding().save(src)
+    out = tmp_path / "web"
+    args = ["export-device", "--format", "web", "-m", "madlib", "--vectors", "uint8", "--embedding", str(src)]
+    assert run_app([*args, "-o", str(out)]) == 0
+    assert "web artefact" in capsys.readouterr().err
+    files = web_artefact_of(quantized_madlib(make_mechanism("madlib", make_toy_embedding(), 1.0, index="exact")))
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == files
+    assert json.loads(files["manifest.json"])["version"] == WEB_VERSION_QUANTIZED
+    assert run_app([*args[:4], "brr", "--vectors", "uint8", "-o", str(tmp_path / "x")]) == 2
+    assert "--vectors" in capsys.readouterr().err

@@ -140,7 +140,7 @@ def test_madlib_prior_decode_parity(js: Harness, prior_artefacts: dict[str, Path
     two = np.sort(score, axis=1)[:, :2]
     close = (two[:, 1] - two[:, 0]) <= 1e-4 * (two[:, 0] + 1.0)
     exact = np.argmin(score, axis=1)
-    assert close.sum() <= 3
+    assert close.sum() <= 12  # about 2.6 expected in 300 rows (3 was exceeded in 1 run of 6)
     for i in np.flatnonzero(~close).tolist():
         assert local[i] == remote[i] == python[i] == exact[i], i
     twin = js("madlib_decode_prior", artefact=art, vectors=b64(noisy), epsilon=5.0, ignore_prior=True)["ids"]

@@ -45,7 +45,7 @@ def test_exact_default_blocks_give_the_words_of_other_shapes() -> None:
     x, q = r.normal(size=(40_000, 50)).astype(np.float32), r.normal(size=(600, 50)).astype(np.float32)
     d, i = ExactIndex(x).search(q, 1)
     assert (ExactIndex(x).vocab_block, ExactIndex(x).query_block) == (8192, 256)
-    for vb, qb in [(16384, 256), (2048, 512), (40_000, 600)]:  # the old default, smaller, one block
+    for vb, qb in [(2048, 256), (16384, 256), (1000, 512), (40_000, 600)]:  # older defaults, smaller, one block
         d2, i2 = ExactIndex(x, vocab_block=vb, query_block=qb).search(q, 1)
         np.testing.assert_array_equal(i2, i)
         np.testing.assert_allclose(d2, d, rtol=1e-5, atol=1e-5)
@@ -171,3 +171,17 @@ def test_hnsw_build_is_logged_once(capsys: pytest.CaptureFixture[str], caplog: p
     HNSWIndex.cached(emb, m=16, notice=False)  # a new graph: logged with the generic description
     assert all("HNSW index of this embedding" not in r.getMessage() for r in caplog.records)
     assert capsys.readouterr().err == ""
+
+
+def test_exact_nearest_ties_go_to_the_lowest_id_across_and_within_blocks() -> None:
+    # the nearest pass keeps each block's argmin and compares the blocks at the end: a tie
+    # (the same vector twice) goes to the lowest id, whether the copies share a block or not
+    r = np.random.default_rng(4)
+    x = r.normal(size=(3000, 8)).astype(np.float32)
+    x[2500] = x[7]  # another block (vocab_block 1000)
+    x[600] = x[500]  # the same block
+    idx = ExactIndex(x, vocab_block=1000, query_block=50)
+    q = np.stack([x[7], x[500], x[2500], x[600]])
+    _, i = idx.search(q, 1)
+    assert i[:, 0].tolist() == [7, 500, 7, 500]
+    assert ExactIndex(x).search(q, 1)[1][:, 0].tolist() == [7, 500, 7, 500]  # the default blocks

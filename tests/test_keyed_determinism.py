@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import make_toy_embedding
+from conftest import assert_records_use_their_own_streams, make_toy_embedding
 from deniable._random import RunKey
 from deniable.api import privatize_file
 from deniable.embedding import load_embedding
@@ -50,20 +50,7 @@ def test_each_record_depends_on_its_own_stream_only(name):
         mech = make_mechanism(name, emb, 2.0, **opts)
         fields = getattr(mech, "__dataclass_fields__", {})
         small = make_mechanism(name, emb, 2.0, batch_size=7, **opts) if "batch_size" in fields else mech
-    key = RunKey.new()
-    rng = np.random.default_rng(1)
-    records = [rng.integers(0, emb.size, n) for n in (5, 0, 17, 1, 40, 3)]
-
-    def gens() -> list[np.random.Generator]:
-        return [key.record_generator(i, "t", "x") for i in range(len(records))]
-
-    together = mech.privatize_records(records, gens())
-    alone = [mech.privatize_records([r], [g])[0] for r, g in zip(records, gens(), strict=True)]
-    reversed_ = mech.privatize_records(records[::-1], gens()[::-1])[::-1]
-    blocks = small.privatize_records(records, gens())
-    for a, b, c, d in zip(together, alone, reversed_, blocks, strict=True):
-        assert np.array_equal(a, b) and np.array_equal(a, c) and np.array_equal(a, d)
-    assert [len(a) for a in together] == [len(r) for r in records]
+    assert_records_use_their_own_streams(mech, small, emb.size)
 
 
 @pytest.mark.parametrize("fmt", ["txt", "csv", "jsonl", "parquet"])

@@ -198,13 +198,47 @@ def test_the_decode_reads_only_the_noisy_rows(name: str) -> None:
         assert set(vars(post)) <= public | {"vocab_block", "query_block"}
 
 
+@pytest.mark.parametrize("name", ["madlib", "mahalanobis"])
+def test_the_contextual_decode_reads_only_the_noisy_rows(name: str, tmp_path: Path) -> None:
+    """``prior="ngram:PATH"``: the output under a seed is the joint decode of the noisy rows drawn under that
+    seed (each text on its own), and the decoder holds only public data: never the input ids."""
+    from deniable.ngram import prepare_ngram
+
+    emb = emb44()
+    text = tmp_path / "public.txt"
+    rng = np.random.default_rng(4)
+    text.write_text("".join(" ".join(f"w{i}" for i in rng.zipf(1.5, 12) % 300) + "\n" for _ in range(200)))
+    model = prepare_ngram(emb, text).path
+    mech = build(name, emb, 2.0, prior=f"ngram:{model}")
+    ids = np.random.default_rng(1).integers(0, 300, 300)
+    off = np.array([0, 120, 120, 300])
+    out = mech.privatize_texts(ids, off, np.random.default_rng(11))
+    noisy = mech.noise(ids.size, np.random.default_rng(11)) + emb.vectors[ids]
+    assert np.array_equal(out, np.concatenate([mech.decode(noisy[:120]), mech.decode(noisy[120:])]))
+    assert set(vars(mech.contextual)) <= {
+        "transform",
+        "vectors",
+        "ysq",
+        "aug",
+        "logp",
+        "model",
+        "epsilon",
+        "k",
+        "method",
+    }
+    assert "_posterior" not in mech.__dict__ and "_index" not in {k for k, v in mech.__dict__.items() if v}
+
+
 @pytest.mark.parametrize("name", MECHANISMS)
 def test_prior_is_declared_operator_only(name: str) -> None:
     opt = next(o for o in options_of(name) if o.name == "prior")
     assert opt.default == "uniform" and not opt.client and opt.cli_flag == "--decode-prior"
 
 
-@pytest.mark.parametrize("bad", ["zipf:x", "zipf:11", "nope", "counts:", "counts:/no/such/file.txt", "uniform:1", 3])
+@pytest.mark.parametrize(
+    "bad",
+    ["zipf:x", "zipf:11", "nope", "counts:", "counts:/no/such/file.txt", "uniform:1", 3, "ngram:", "ngram:/no/such"],
+)
 def test_a_bad_prior_is_named(bad: Any) -> None:
     with pytest.raises(InvalidParameterError, match="prior"):
         build("madlib", emb44(), prior=bad)
@@ -302,3 +336,29 @@ def test_split_mode_decodes_with_the_operators_prior() -> None:
         body = {"artefact": arts["brr"], "codes": base64.b64encode(codes.tobytes()).decode(), "epsilon": 1}
         r = c.post("/v1/decode", json=body)
         assert r.status_code == 200 and r.json()["ids"] == brr.decode_codes(codes, np.random.default_rng(0)).tolist()
+
+
+@pytest.mark.parametrize(("vocab_block", "head"), [(64, 16), (256, 16), (1000, 64), (4096, 256)])
+@pytest.mark.parametrize("eps", [0.7, 5.0])
+def test_the_segmented_scan_matches_brute_force_for_every_layout(vocab_block: int, head: int, eps: float) -> None:
+    """Segments of any layout (the head scored in pass 1, doubling widths, one per block, a short
+    last block), duplicated vectors with equal penalties (a tie: the lowest id), k = 1 and 2."""
+    from deniable.priors import Prior
+
+    rng = np.random.default_rng(vocab_block + head)
+    v = 2500
+    vectors = rng.standard_normal((v, 5)).astype(np.float32)
+    weights = rng.pareto(1.2, v) + 1e-3
+    vectors[1800], weights[1800] = vectors[40], weights[40]  # same vector, same penalty
+    prior = Prior("random", weights)
+    post = PosteriorDecoder(vectors, prior, eps, vocab_block=vocab_block, query_block=61)
+    post._HEAD = head  # type: ignore[misc]  # an instance's own head (the segments are built below)
+    post.__init__(vectors, prior, eps, vocab_block=vocab_block, query_block=61)  # type: ignore[misc]
+    noisy = vectors[rng.integers(0, v, 700)] + rng.standard_normal((700, 5)).astype(np.float32) * 2 / eps
+    noisy[:3] = vectors[[40, 1800, 40]]
+    score = brute(noisy, vectors, prior.log(), eps)
+    for k in (1, 2):
+        _, ids = post.top(noisy, k)
+        want = np.argsort(-score, axis=1, kind="stable")[:, :k]
+        assert np.array_equal(ids, want)
+    assert 1800 not in post.top(noisy, 2)[1][:, 0]  # its twin, 40, has the lower id and the same score

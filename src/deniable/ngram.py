@@ -4,7 +4,11 @@ A :class:`NgramModel` is a bigram model over an embedding's word ids, trained on
 the user names (:func:`train_ngram`): one line is one text (a history ``<s>`` starts each line),
 tokenized with the one tokenizer (:mod:`deniable.text`, ``vocab.tokenizer``); a word outside the
 vocabulary is the class :attr:`NgramModel.unk` (id ``V``). It is saved as a compact ``.npz`` of
-sparse counts (:meth:`NgramModel.save`, :func:`load_ngram`) tied to the vocabulary's words.
+sparse counts (:meth:`NgramModel.save`, :func:`load_ngram`) tied to the vocabulary's words, or
+prepared once in the artefact store (:func:`prepare_ngram`, ``deniable prepare --ngram FILE``: a
+folder of ``.npy`` files keyed by the text's sha256, verified and memory-mapped when read; what the
+decode prior ``prior="ngram:PATH"`` of madlib and Mahalanobis names). :meth:`NgramModel.digest` is
+its identity in manifests (the sha256 of its vocabulary and counts).
 
 Smoothing: **interpolated Kneser-Ney** (Chen & Goodman 1998, the modified form's single-discount
 case), chosen over Witten-Bell because it is the best-measured of the classic estimators on small
@@ -37,23 +41,40 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, BinaryIO
+from typing import IO, Any, BinaryIO
 
 import numpy as np
 import numpy.typing as npt
 
 from ._errors import DataError, InvalidParameterError
+from .artefacts import MANIFEST, ArtefactInfo, artefact_path, build_artefact, open_artefact, register_kind
 from .embedding import Vocabulary
 
-__all__ = ["DECODERS", "NgramModel", "decode", "load_ngram", "posterior_decode", "train_ngram", "viterbi"]
+__all__ = [
+    "DECODERS",
+    "NGRAM_KIND",
+    "NgramModel",
+    "decode",
+    "is_model_path",
+    "load_ngram",
+    "posterior_decode",
+    "prepare_ngram",
+    "train_ngram",
+    "viterbi",
+]
 
 #: ``method`` of :func:`decode`: the jointly most probable sequence, or each token's most probable word
 DECODERS = ("viterbi", "marginal")
-#: File format version of :meth:`NgramModel.save`
+#: File format version of :meth:`NgramModel.save` and of a prepared folder
 FORMAT = 1
+#: Artefact kind of a prepared model (``deniable prepare --ngram FILE``, :func:`prepare_ngram`)
+NGRAM_KIND = "ngram"
+#: A prepared folder's description of its model (format, vocabulary, source, the model's sha256)
+MODEL_META = "model.json"
 _LINES_PER_BATCH = 20_000
 #: Largest dense ``(histories x outputs)`` count table kept for fast lookups (int32 cells)
 _DENSE_CELLS = 1 << 24
@@ -193,6 +214,31 @@ class NgramModel:
         return np.exp(self._log_p1)
 
     # -- files
+    def digest(self) -> str:
+        """SHA-256 of what the model's probabilities are computed from (format, vocabulary, bigram keys and
+        counts; not the training-line hashes nor the file's name): its identity in manifests."""
+        h = hashlib.sha256(f"deniable-ngram {FORMAT} {self.vocab_size} {self.vocab_hash}\n".encode())
+        h.update(np.ascontiguousarray(self.keys, dtype="<i8").tobytes())
+        h.update(np.ascontiguousarray(self.counts, dtype="<i8").tobytes())
+        return h.hexdigest()
+
+    def write_folder(self, folder: str | Path) -> dict[str, str]:
+        """Write the model as ``.npy`` files (memory-mapped when read) and ``model.json``; returns nothing hashed."""
+        out = Path(folder)
+        np.save(out / "keys.npy", np.ascontiguousarray(self.keys, dtype="<i8"))
+        np.save(out / "counts.npy", np.ascontiguousarray(self.counts, dtype="<i8"))
+        np.save(out / "lines.npy", np.ascontiguousarray(self.lines, dtype="<i8"))
+        meta = {
+            "format": FORMAT,
+            "vocab_size": int(self.vocab_size),
+            "vocab_hash": self.vocab_hash,
+            "source": self.source,
+            "sha256": self.digest(),
+            "tokens": self.tokens,
+        }
+        (out / MODEL_META).write_text(json.dumps(meta, indent=1, sort_keys=True), encoding="utf-8")
+        return {}
+
     def save(self, path: str | Path) -> Path:
         """Write the model as a compressed ``.npz`` (sparse counts, vocabulary hash, training-line hashes)."""
         p = Path(path)
@@ -211,8 +257,11 @@ class NgramModel:
 
 
 def load_ngram(path: str | Path, vocab: Vocabulary | None = None) -> NgramModel:
-    """A model written by :meth:`NgramModel.save`; checked against ``vocab`` when given."""
+    """A model written by :meth:`NgramModel.save` (``.npz``) or prepared by :func:`prepare_ngram` (a folder,
+    memory-mapped and verified against its manifest); checked against ``vocab`` when given."""
     p = Path(path)
+    if p.is_dir():
+        return _open_folder(p, vocab)
     if not p.is_file():
         raise InvalidParameterError("ngram", str(path), "an existing .npz written by deniable's n-gram trainer")
     try:
@@ -231,6 +280,104 @@ def load_ngram(path: str | Path, vocab: Vocabulary | None = None) -> NgramModel:
         if isinstance(exc, DataError):
             raise
         raise DataError(f"n-gram model {p.name}: not a deniable n-gram file ({type(exc).__name__})") from None
+    if vocab is not None:
+        model.check_vocabulary(vocab)
+    return model
+
+
+# ----------------------------------------------------------------------------- prepared models
+def text_sha256(path: str | Path) -> str:
+    """SHA-256 of a file's bytes (what a prepared model is keyed by)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def ngram_params(path: str | Path) -> dict[str, Any]:
+    """The store parameters of the model of the public text file ``path``: its content hash and name."""
+    p = Path(path)
+    if not p.is_file():
+        raise InvalidParameterError("ngram", str(path), "an existing public text file")
+    return {"format": FORMAT, "order": 2, "text_sha256": text_sha256(p), "source": p.name}
+
+
+def prepare_ngram(
+    vocab: Vocabulary, path: str | Path, *, rebuild: bool = False, show_progress: bool | None = None
+) -> ArtefactInfo:
+    """The bigram model of the public text file ``path`` over ``vocab``, trained once and kept in the artefact
+    store (``deniable prepare --ngram FILE``): a folder of ``.npy`` files every later process memory-maps.
+
+    Keyed by the text's sha256 (and the embedding's fingerprint), so the same text is trained once. The
+    folder (:attr:`ArtefactInfo.path`) is what ``prior="ngram:PATH"`` names. The text must be public:
+    the model is what anyone could know in advance, never the text being privatized.
+    """
+    params = ngram_params(path)
+
+    def build(folder: Path, _show: bool | None) -> dict[str, str]:
+        return train_ngram(vocab, path).write_folder(folder)
+
+    return build_artefact(
+        vocab,
+        NGRAM_KIND,
+        params,
+        rebuild=rebuild,
+        show_progress=show_progress,
+        builder=build,
+        description=f"deniable: training the n-gram model of {params['source']} over {vocab.size:,} words (once)",
+    )
+
+
+def _refuse_build(vocab: Vocabulary, params: dict[str, Any], folder: Path, show_progress: bool | None) -> None:
+    raise InvalidParameterError(
+        "ngram", params.get("source", "?"), "a model built from its text file: `deniable prepare --ngram FILE`"
+    )
+
+
+register_kind(NGRAM_KIND, _refuse_build, about="the n-gram model of a public text file")
+
+
+def is_model_path(path: str | Path) -> bool:
+    """Whether ``path`` looks like a model (a prepared folder with ``model.json``, or a ``.npz``); not verified."""
+    p = Path(path)
+    return (p.is_dir() and (p / MODEL_META).is_file()) or (p.is_file() and p.suffix == ".npz")
+
+
+def _open_folder(p: Path, vocab: Vocabulary | None) -> NgramModel:
+    """A prepared model folder, verified against its manifest (the store's check where it is the store's
+    copy, a whole hash otherwise), its arrays memory-mapped."""
+    try:
+        manifest = json.loads((p / MANIFEST).read_text(encoding="utf-8"))
+        meta = json.loads((p / MODEL_META).read_text(encoding="utf-8"))
+        files = manifest["files"]
+        params = manifest["params"]
+        if manifest.get("kind") != NGRAM_KIND or int(meta["format"]) != FORMAT:
+            raise ValueError("kind")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise DataError(
+            f"n-gram model {p.name}: not a prepared deniable n-gram folder ({type(exc).__name__})"
+        ) from None
+    if vocab is not None and artefact_path(vocab, NGRAM_KIND, params).resolve() == p.resolve():
+        if open_artefact(vocab, NGRAM_KIND, params) is None:
+            raise DataError(f"n-gram model {p.name}: stale or incomplete; `deniable prepare --ngram FILE --rebuild`")
+    else:  # a copy outside the store: every file hashed whole
+        for name, entry in files.items():
+            f = p / name
+            if not f.is_file() or f.stat().st_size != int(entry["bytes"]) or text_sha256(f) != entry["sha256"]:
+                raise DataError(f"n-gram model {p.name}: file {name} does not match its manifest (altered?)")
+    try:
+        arrays = {k: np.load(p / f"{k}.npy", mmap_mode="r", allow_pickle=False) for k in ("keys", "counts", "lines")}
+        model = NgramModel(
+            int(meta["vocab_size"]),
+            arrays["keys"],
+            arrays["counts"],
+            str(meta["vocab_hash"]),
+            str(meta["source"]),
+            arrays["lines"],
+        )
+    except (OSError, ValueError, KeyError) as exc:
+        raise DataError(f"n-gram model {p.name}: unreadable ({type(exc).__name__})") from None
     if vocab is not None:
         model.check_vocabulary(vocab)
     return model
@@ -339,35 +486,94 @@ def viterbi(
 
     ``candidates`` ``(T, K)`` ids, ``emission`` ``(T, K)`` log-likelihoods, ``offsets`` the ``n + 1``
     text starts (one text when None). Returns ``(T,)`` ids (ties: the earlier candidate).
+
+    Texts are decoded side by side: short texts in groups of about ``_POSITIONS_PER_BLOCK`` tokens, one
+    numpy step per position *within* a text for the whole group (many short texts cost as many steps as
+    the longest), a long text alone, one step per token. Each text's result is its own whatever its group
+    (the same operations on its own numbers).
     """
     cand, emis, start = _check_inputs(model, candidates, emission, offsets)
+    t_len = cand.shape[0]
+    out = np.empty(t_len, dtype=np.int64)
+    starts = np.flatnonzero(start)
+    ends = np.r_[starts[1:], t_len].astype(np.int64)
+    lengths = ends - starts
+    group: list[int] = []
+    held = 0
+    for i in range(starts.size):
+        if lengths[i] * 4 > _POSITIONS_PER_BLOCK:
+            a, b = int(starts[i]), int(ends[i])
+            out[a:b] = _viterbi_one(model, cand[a:b], emis[a:b])
+            continue
+        group.append(i)
+        held += int(lengths[i])
+        if held >= _POSITIONS_PER_BLOCK:
+            _viterbi_group(model, cand, emis, starts[group], lengths[group], out)
+            group, held = [], 0
+    if group:
+        _viterbi_group(model, cand, emis, starts[group], lengths[group], out)
+    return out
+
+
+def _viterbi_one(
+    model: NgramModel, cand: npt.NDArray[np.int64], emis: npt.NDArray[np.float64]
+) -> npt.NDArray[np.int64]:
+    """One text, one step per token (transitions computed in blocks of positions)."""
     t_len, k = cand.shape
+    start = np.zeros(t_len, dtype=bool)
+    start[0] = True
     back = np.zeros((t_len, k), dtype=np.int64)
-    best = np.zeros((t_len, k))
     delta = np.zeros(k)
+    cols = np.arange(k)
     for a in range(0, t_len, _POSITIONS_PER_BLOCK):
         b = min(a + _POSITIONS_PER_BLOCK, t_len)
         trans = _transitions(model, cand, start, a, b)
         for t in range(a, b):
-            if start[t]:
-                delta = trans[t - a, 0] + emis[t]
+            if t == 0:
+                delta = trans[0, 0] + emis[0]
             else:
                 s = delta[:, None] + trans[t - a]
                 arg = s.argmax(axis=0)
                 back[t] = arg
-                delta = s[arg, np.arange(k)] + emis[t]
-            best[t] = delta
+                delta = s[arg, cols] + emis[t]
     out = np.empty(t_len, dtype=np.int64)
-    ends = np.r_[np.flatnonzero(start)[1:] - 1, t_len - 1] if t_len else np.zeros(0, dtype=np.int64)
-    end_set = np.zeros(t_len, dtype=bool)
-    end_set[ends] = True
-    j = 0
+    j = int(delta.argmax())
     for t in range(t_len - 1, -1, -1):
-        if end_set[t]:
-            j = int(best[t].argmax())
         out[t] = cand[t, j]
         j = int(back[t, j])
     return out
+
+
+def _viterbi_group(
+    model: NgramModel,
+    cand: npt.NDArray[np.int64],
+    emis: npt.NDArray[np.float64],
+    starts: npt.NDArray[np.int64],
+    lengths: npt.NDArray[np.int64],
+    out: npt.NDArray[np.int64],
+) -> None:
+    """Short texts side by side: step ``j`` advances every text longer than ``j`` at once."""
+    k = cand.shape[1]
+    order = np.argsort(-lengths, kind="stable")  # longest first: the texts still running are a prefix
+    starts, lengths = starts[order], lengths[order]
+    n, longest = starts.size, int(lengths[0])
+    alive = np.searchsorted(-lengths, -np.arange(longest), side="left")  # texts longer than j: the first alive[j]
+    back: list[npt.NDArray[np.int64]] = [np.zeros((n, k), dtype=np.int64)]  # back[j]: (alive[j], k)
+    delta = model.log_prob(np.full((n, 1), model.bos, dtype=np.int64), cand[starts]) + emis[starts]
+    for j in range(1, longest):
+        m = int(alive[j])
+        pos = starts[:m] + j
+        trans = model.log_prob(cand[pos - 1][:, :, None], cand[pos][:, None, :])
+        s = delta[:m, :, None] + trans
+        arg = s.argmax(axis=1)
+        back.append(arg)
+        delta[:m] = np.take_along_axis(s, arg[:, None, :], axis=1)[:, 0, :] + emis[pos]
+    state = delta.argmax(axis=1)
+    for j in range(longest - 1, -1, -1):
+        m = int(alive[j])
+        pos = starts[:m] + j
+        out[pos] = cand[pos, state[:m]]
+        state[:m] = np.take_along_axis(back[j], state[:m, None], axis=1)[:, 0]
 
 
 def _logsumexp(x: npt.NDArray[np.float64], axis: int) -> npt.NDArray[np.float64]:

@@ -136,4 +136,11 @@ def make_prior(spec: str | Prior, vocab: Vocabulary) -> Prior:
         return counts_prior(vocab, arg)
     if kind == "uniform" and not arg:
         return uniform_prior(vocab)
+    if kind == "ngram":  # a contextual prior: no probability per word (the decode of madlib / mahalanobis)
+        raise InvalidParameterError(
+            "prior",
+            spec,
+            "a prior per word: zipf, zipf:S, counts:PATH or uniform (ngram:PATH is a contextual "
+            "prior, decoded jointly per text by madlib and mahalanobis on the server only)",
+        )
     raise InvalidParameterError("prior", spec, "zipf, zipf:S, counts:PATH or uniform")

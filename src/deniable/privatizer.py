@@ -291,7 +291,11 @@ class Privatizer:
             self._per_record(doc.offsets, ids, known, out, generators)
         else:
             gen = self._generator(random_state)
-            if known.any():
+            if known.any() and getattr(self.mechanism, "joint_decode", False):
+                # a contextual decode (madlib's prior="ngram:PATH"): each text decoded on its own
+                starts = np.r_[0, np.cumsum(known)][doc.offsets]
+                out[known] = self.mechanism.privatize_texts(ids[known], starts, gen)  # type: ignore[attr-defined]
+            elif known.any():
                 out[known] = self.mechanism.privatize(ids[known], gen)
             if n_oov and self.oov == "random":
                 out[~known] = gen.integers(0, self.mechanism.embedding.size, size=n_oov)

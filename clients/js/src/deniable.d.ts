@@ -4,6 +4,7 @@ export declare const UNICODE_VERSION: string;
 export declare const WEB_FORMAT: "deniable-web-device";
 export declare const WEB_VERSION: 1;
 /** The version of an artefact whose decode assumes a non-uniform prior (ships logprior.bin). */
+export declare const WEB_VERSION_QUANTIZED: 3;
 export declare const WEB_VERSION_PRIOR: 2;
 
 // -- tokenizer (the same rules as deniable.text) --
@@ -64,13 +65,16 @@ export interface FileSpec {
 }
 export interface Manifest {
   format: "deniable-web-device";
-  version: 1;
+  /** 1; 2: a decode prior (logprior.bin); 3: madlib with 8-bit vectors (qvectors.bin + levels.bin). */
+  version: 1 | 2 | 3;
   mechanism: "brr" | "madlib";
   vocab_size: number;
   lowercase: boolean;
   fingerprint: string;
   bits?: number;
   dim?: number;
+  /** madlib: "float32-le" (vectors.bin) or "uint8" (codes and a per-dimension level table). */
+  dtype?: "float32-le" | "uint8";
   files: Record<string, FileSpec>;
   [key: string]: unknown;
 }
@@ -89,7 +93,10 @@ export declare class Artefact {
   readonly dim?: number;
   readonly codeBytes?: Uint8Array;
   readonly codes32?: Uint32Array;
+  /** madlib: the float32 vectors (of an 8-bit artefact: the levels its codes name, bit for bit). */
   readonly vectors?: Float32Array;
+  /** madlib: true for 8-bit vectors (madlib over that quantized embedding). */
+  readonly quantized?: boolean;
   /** The decode's prior: "uniform" (nearest neighbour) or the manifest's ("zipf", "zipf:S", "counts:NAME"). */
   readonly prior: string;
   /** log prior(y) per word (logprior.bin), null under a uniform prior. */

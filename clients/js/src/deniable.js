@@ -4,7 +4,8 @@
 // vocabulary, fetched whole and verified by SHA-256) lets the device privatize every word:
 //   - BRR: randomized response on the word's packed binary code, then the nearest code in
 //     Hamming distance (ties uniform), then a uniform word of that code;
-//   - madlib: multivariate Laplace noise on the word's vector, then the nearest vector.
+//   - madlib: multivariate Laplace noise on the word's vector, then the nearest vector (float32
+//     vectors, or 8-bit ones: madlib over that quantized embedding, docs/device.md).
 // An artefact with a decode prior (manifest "prior", logprior.bin) decodes to the posterior
 // mode instead (src/deniable/mechanisms/_posterior.py; typed arrays, not the wasm kernels).
 // In "local" mode the decode runs here; in "split" mode only the noisy codes/vectors go to
@@ -24,6 +25,8 @@ export const WEB_FORMAT = "deniable-web-device";
 export const WEB_VERSION = 1;
 /** The version of an artefact whose decode assumes a non-uniform prior (it ships logprior.bin). */
 export const WEB_VERSION_PRIOR = 2;
+/** The version of a madlib artefact with 8-bit vectors (qvectors.bin + levels.bin; a prior optional). */
+export const WEB_VERSION_QUANTIZED = 3;
 
 // ---------------------------------------------------------------------------------------
 // Tokenizer: the same rules as deniable.text
@@ -753,11 +756,17 @@ export async function loadArtefact(source, { headers = {} } = {}) {
   const manifestBytes = await get("manifest.json");
   const manifest = JSON.parse(new TextDecoder().decode(manifestBytes));
   if (manifest.format !== WEB_FORMAT) throw new Error(`artefact: not a ${WEB_FORMAT} manifest`);
-  if (manifest.version !== WEB_VERSION && manifest.version !== WEB_VERSION_PRIOR) {
-    throw new Error(`artefact: format version ${manifest.version}, this client reads ${WEB_VERSION} and ${WEB_VERSION_PRIOR}`);
+  if (![WEB_VERSION, WEB_VERSION_PRIOR, WEB_VERSION_QUANTIZED].includes(manifest.version)) {
+    throw new Error(`artefact: format version ${manifest.version}, this client reads ${WEB_VERSION} to ${WEB_VERSION_QUANTIZED}`);
   }
-  if ((manifest.version === WEB_VERSION_PRIOR) !== Boolean(manifest.files?.["logprior.bin"])) {
-    throw new Error(`artefact: format version ${manifest.version} with${manifest.files?.["logprior.bin"] ? "" : "out"} logprior.bin`);
+  // version 2: a prior; 3: 8-bit madlib vectors, a prior when the manifest names one; 1: neither
+  const hasPrior = Boolean(manifest.files?.["logprior.bin"]);
+  const wantsPrior = manifest.version === WEB_VERSION_QUANTIZED ? manifest.prior !== undefined : manifest.version === WEB_VERSION_PRIOR;
+  if (hasPrior !== wantsPrior) {
+    throw new Error(`artefact: format version ${manifest.version} with${hasPrior ? "" : "out"} logprior.bin`);
+  }
+  if ((manifest.version === WEB_VERSION_QUANTIZED) !== (manifest.mechanism === "madlib" && manifest.dtype === "uint8")) {
+    throw new Error(`artefact: format version ${manifest.version} with ${manifest.mechanism} ${manifest.dtype ?? ""} vectors`);
   }
   const files = {};
   for (const [name, spec] of Object.entries(manifest.files)) {
@@ -792,10 +801,27 @@ export class Artefact {
       this.codeBytes = files["codes.bin"];
       if (this.codeBytes.length !== this.size * (this.bits / 8)) throw new Error("artefact: codes.bin size");
       this.codes32 = asWords32(this.codeBytes);
+    } else if (this.mechanism === "madlib" && manifest.dtype === "uint8") {
+      // 8-bit vectors: vectors[v, k] = levels[k, codes[v, k]] (a table lookup: the float32 values of
+      // deniable.embedding.quantize, bit for bit). The mechanism is madlib over these vectors.
+      this.dim = manifest.dim;
+      this.quantized = true;
+      const codes = files["qvectors.bin"];
+      const raw = files["levels.bin"];
+      if (!codes || codes.length !== this.size * this.dim) throw new Error("artefact: qvectors.bin size");
+      if (!raw || raw.length !== this.dim * 256 * 4) throw new Error("artefact: levels.bin size");
+      const dv = new DataView(raw.buffer, raw.byteOffset, raw.byteLength);
+      const levels = new Float32Array(this.dim * 256);
+      for (let i = 0; i < levels.length; i++) levels[i] = dv.getFloat32(i * 4, true); // little-endian
+      this.vectors = new Float32Array(this.size * this.dim);
+      for (let v = 0, i = 0; v < this.size; v++) {
+        for (let k = 0; k < this.dim; k++, i++) this.vectors[i] = levels[k * 256 + codes[i]];
+      }
     } else if (this.mechanism === "madlib") {
       this.dim = manifest.dim;
+      this.quantized = false;
       const raw = files["vectors.bin"];
-      if (raw.length !== this.size * this.dim * 4) throw new Error("artefact: vectors.bin size");
+      if (!raw || raw.length !== this.size * this.dim * 4) throw new Error("artefact: vectors.bin size");
       const dv = new DataView(raw.buffer, raw.byteOffset, raw.byteLength);
       this.vectors = new Float32Array(this.size * this.dim);
       for (let i = 0; i < this.vectors.length; i++) this.vectors[i] = dv.getFloat32(i * 4, true); // little-endian

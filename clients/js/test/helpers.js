@@ -30,6 +30,22 @@ export function madlibFiles() {
   return files;
 }
 
+/**
+ * name -> bytes of a madlib artefact with 8-bit vectors (version 3): word i at level 200 of
+ * dimension i and level 0 elsewhere, the levels of dimension k being k + c / 10 (float32).
+ */
+export function madlibQuantizedFiles({ version = 3, dtype = "uint8", drop = null } = {}) {
+  const dim = 10;
+  const codes = new Uint8Array(WORDS.length * dim);
+  WORDS.forEach((_, i) => (codes[i * dim + i] = 200));
+  const levels = new Float32Array(dim * 256);
+  for (let k = 0; k < dim; k++) for (let c = 0; c < 256; c++) levels[k * 256 + c] = k + c / 10;
+  const files = { "words.txt": new TextEncoder().encode(WORDS.join("\n") + "\n"), "qvectors.bin": codes, "levels.bin": new Uint8Array(levels.buffer) };
+  if (drop) delete files[drop];
+  files["manifest.json"] = new TextEncoder().encode(JSON.stringify({ ...manifestFor("madlib", files, { dim, dtype }), version }));
+  return files;
+}
+
 export const source = (files) => async (name) => {
   if (!(name in files)) throw new Error(`no ${name}`);
   return files[name];

@@ -14,6 +14,7 @@ import {
   laplaceNoise,
   loadArtefact,
   lookupKey,
+  Privatizer,
   randomizedResponse,
   render,
   split,
@@ -87,6 +88,17 @@ const ops = {
     const a = await artefact(r.artefact);
     const q = unb64(r.vectors);
     return { ids: decodeNearest(a.vectors, new Float32Array(q.buffer, q.byteOffset, q.length / 4), a.dim) };
+  },
+  // the float32 vectors the client uses (an 8-bit artefact's: rebuilt from its codes and levels)
+  madlib_vectors: async (r) => {
+    const a = await artefact(r.artefact);
+    return { vectors: b64(a.vectors), quantized: a.quantized, version: a.manifest.version };
+  },
+  // local privatization of texts at epsilon (the Privatizer end to end): the output texts
+  privatize: async (r) => {
+    const a = await artefact(r.artefact);
+    const out = await new Privatizer(a, { epsilon: r.epsilon }).privatizeBatch(r.texts);
+    return { texts: out.map((x) => x.text) };
   },
 };
 

@@ -3,7 +3,8 @@
 ``--format npy`` (default): BRR's folder for the Python library (codes.npy, words.txt, brr.json).
 ``--format web``: static files for the JavaScript client (clients/js; docs/device.md):
 ``manifest.json`` (format version, mechanism, sizes, embedding fingerprint, sha256 of each
-file), ``words.txt`` and ``codes.bin`` (``--mechanism brr``) or ``vectors.bin`` (``madlib``).
+file), ``words.txt`` and ``codes.bin`` (``--mechanism brr``) or ``vectors.bin`` (``madlib``;
+``--vectors uint8``: ``qvectors.bin`` + ``levels.bin``, madlib over the 8-bit embedding).
 """
 
 from __future__ import annotations
@@ -65,6 +66,15 @@ def export_device_cmd(
         str, typer.Option("--format", help="npy (the Python library's folder) or web (the JavaScript client's files).")
     ] = "npy",
     mechanism: Annotated[str, opt.mechanism("brr, or madlib (float vectors; --format web only).")] = "brr",
+    vectors: Annotated[
+        str,
+        typer.Option(
+            "--vectors",
+            help="madlib's vectors: float32 (the embedding's own) or uint8 (8 bits per coordinate of the "
+            "--vocab-size most common words, default 250,000: madlib over that quantized embedding, the "
+            "playground's default; docs/device.md).",
+        ),
+    ] = "float32",
 ) -> None:
     """Write everything BRR needs to privatize on a device: packed binary codes + the word list.
 
@@ -79,18 +89,31 @@ def export_device_cmd(
 
     check_choice("--format", fmt, ("npy", "web"))
     check_choice("--mechanism", mechanism, ("brr", "madlib"))
+    check_choice("--vectors", vectors, ("float32", "uint8"))
+    if vectors == "uint8" and mechanism != "madlib":
+        from .._errors import InvalidParameterError
+
+        raise InvalidParameterError("--vectors", vectors, "float32 (uint8 is for --mechanism madlib)")
     if mechanism == "madlib" and fmt != "web":
         from .._errors import InvalidParameterError
 
         raise InvalidParameterError("--mechanism", mechanism, "brr (madlib has only --format web)")
     bits = check_bits(bits, "--bits")
     method = check_binarizer(binarizer, "--binarizer")
+    if vectors == "uint8" and vocab_size is None:
+        from ..binarize.device import QUANTIZED_VOCAB
+
+        vocab_size = QUANTIZED_VOCAB
     emb = load_embedding_option(embedding, vocab_size)
     if not isinstance(emb, Embedding):
         from .._errors import InvalidParameterError
 
         raise InvalidParameterError("--embedding", embedding, "a float embedding (this is already a device artefact)")
     if fmt == "web":
+        if vectors == "uint8":
+            from ..embedding import quantize
+
+            emb = quantize(emb)
         _export_web(emb, mechanism, output, bits, method, binarizer_seed, quiet)
         return
     mech = BinaryRandomizedResponse(

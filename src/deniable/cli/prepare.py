@@ -97,6 +97,16 @@ def prepare_cmd(
         str | None,
         typer.Option("--report", help="With --calibration: write the curve (PNG) and index.html into this folder."),
     ] = None,
+    ngram: Annotated[
+        str | None,
+        typer.Option(
+            "--ngram",
+            help="Train the bigram model of this PUBLIC text file (one text per line, UTF-8, .gz allowed) over the "
+            "embedding's words, keep it in the artefact store (memory-mapped, once per text) and print its "
+            "folder on stdout: the PATH of `privatize --decode-prior ngram:PATH` (madlib, mahalanobis). Never the "
+            "text you privatize. Alone it prepares nothing else; with --mechanism, those too.",
+        ),
+    ] = None,
     quiet: Annotated[bool, opt.quiet("No progress bar or report.")] = False,
 ) -> None:
     """Build the artefacts a mechanism reads, once, for the whole vocabulary.
@@ -110,6 +120,8 @@ def prepare_cmd(
 
     if list_ + remove + verify > 1:
         raise InvalidParameterError("--list", "with --remove or --verify", "one of --list, --remove or --verify")
+    if ngram is not None and (list_ or remove or verify or calibration):
+        raise InvalidParameterError("--ngram", "with --list, --remove, --verify or --calibration", "--ngram alone")
     if verify:
         _verify_all(quiet)
         return
@@ -132,6 +144,10 @@ def prepare_cmd(
 
         require_matplotlib()  # before the build, not after it
     emb = load_embedding_option(embedding, vocab_size, vocabulary)
+    if ngram is not None:
+        _prepare_ngram(emb, ngram, rebuild, quiet)
+        if not mechanism:
+            return
     if calibration and not remove:
         _calibrate(emb, names, metric, options, rebuild, quiet, report)
         return
@@ -149,6 +165,20 @@ def prepare_cmd(
     if not quiet:
         for info in infos:
             err.print(f"{info.kind}: {_size(info.disk_bytes)} in {info.path} (built in {info.build_seconds:.1f} s)")
+
+
+def _prepare_ngram(emb: Any, path: str, rebuild: bool, quiet: bool) -> None:
+    """``--ngram FILE``: the model of a public text in the store; its folder on stdout (what ``ngram:PATH`` names)."""
+    from ..ngram import prepare_ngram
+
+    info = prepare_ngram(emb, path, rebuild=rebuild, show_progress=False if quiet else None)
+    typer.echo(str(info.path))
+    if not quiet:
+        err.print(
+            f"ngram: {_size(info.disk_bytes)} in {info.path} (built in {info.build_seconds:.1f} s); decode with it: "
+            f"--decode-prior ngram:{info.path}",
+            highlight=False,
+        )
 
 
 def _list_all(quiet: bool) -> None:

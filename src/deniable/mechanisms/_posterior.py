@@ -41,8 +41,11 @@ __all__ = [
     "CodePosteriorDecoder",
     "PosteriorDecoder",
     "check_prior",
+    "is_contextual",
     "is_uniform",
+    "load_contextual",
     "load_prior",
+    "ngram_record",
     "prior_record",
     "second_neighbour_probability",
     "vickrey_choice",
@@ -58,19 +61,30 @@ PRIOR_OPTION = Option(
     # not --prior: evaluate's --prior is the attacker's prior, and one run can set both
     flag="--decode-prior",
     help="public prior of the decode: uniform (nearest neighbour, today's decode), zipf, zipf:S (Zipf over the "
-    "embedding's row order) or counts:PATH (word counts of a public text file); the decode returns the "
-    "posterior mode; same privacy (post-processing)",
+    "embedding's row order) or counts:PATH (word counts of a public text file): the posterior mode; madlib and "
+    "mahalanobis also ngram:PATH (a public n-gram model made by `deniable prepare --ngram FILE`: each text "
+    "decoded jointly); same privacy (post-processing)",
 )
 _ALLOWED = "uniform, zipf, zipf:S or counts:PATH"
+_ALLOWED_CONTEXTUAL = "uniform, zipf, zipf:S, counts:PATH or ngram:PATH"
 
 
-def check_prior(spec: object) -> str | Prior:
-    """``spec`` checked for its form (a :class:`Prior` as is); a counts file must exist. Nothing is read."""
+def check_prior(spec: object, *, contextual: bool = False) -> str | Prior:
+    """``spec`` checked for its form (a :class:`Prior` as is); a counts file must exist. Nothing is read.
+
+    ``contextual``: the mechanism decodes ``ngram:PATH`` (madlib, mahalanobis): PATH must be a prepared
+    model (a folder of ``deniable prepare --ngram FILE``, or a ``.npz`` of :meth:`NgramModel.save`), never
+    the text itself. Elsewhere ``ngram:`` is refused, naming ``prior``.
+    """
+    allowed = _ALLOWED_CONTEXTUAL if contextual else _ALLOWED
     if isinstance(spec, Prior):
         return spec
     if not isinstance(spec, str):
-        raise InvalidParameterError("prior", type(spec).__name__, _ALLOWED)
+        raise InvalidParameterError("prior", type(spec).__name__, allowed)
     kind, _, arg = spec.partition(":")
+    if kind == "ngram":
+        _check_ngram(spec, arg, contextual)
+        return spec
     if kind == "uniform" and not arg:
         return spec
     if kind == "zipf":
@@ -85,7 +99,32 @@ def check_prior(spec: object) -> str | Prior:
         if not Path(arg).is_file():
             raise InvalidParameterError("prior", spec, "counts:PATH with PATH an existing text file")
         return spec
-    raise InvalidParameterError("prior", spec, _ALLOWED)
+    raise InvalidParameterError("prior", spec, allowed)
+
+
+def _check_ngram(spec: str, arg: str, contextual: bool) -> None:
+    """``ngram:PATH``: where it is decoded, and PATH a prepared model (not its text)."""
+    from ..ngram import is_model_path
+
+    if not contextual:
+        raise InvalidParameterError(
+            "prior", spec, f"{_ALLOWED} (the contextual ngram:PATH prior decodes madlib and mahalanobis only)"
+        )
+    if not arg:
+        raise InvalidParameterError("prior", spec, "ngram:PATH with PATH a model of `deniable prepare --ngram FILE`")
+    path = Path(arg)
+    if is_model_path(path):
+        return
+    if path.is_file():
+        raise InvalidParameterError(
+            "prior",
+            spec,
+            "ngram:PATH with PATH a prepared n-gram model, not a text file: run `deniable prepare --ngram FILE` "
+            "on the public text and give the folder it prints",
+        )
+    raise InvalidParameterError(
+        "prior", spec, "ngram:PATH with PATH an existing model folder of `deniable prepare --ngram FILE` (or a .npz)"
+    )
 
 
 def is_uniform(spec: str | Prior) -> bool:
@@ -93,17 +132,45 @@ def is_uniform(spec: str | Prior) -> bool:
     return (spec == "uniform") if isinstance(spec, str) else bool(np.all(spec.probs == spec.probs[0]))
 
 
+def is_contextual(spec: str | Prior) -> bool:
+    """Whether ``spec`` is a contextual prior (``ngram:PATH``: a joint decode of each text)."""
+    return isinstance(spec, str) and spec.startswith("ngram:")
+
+
 def load_prior(spec: str | Prior, vocab: Any) -> Prior:
-    """The :class:`Prior` ``spec`` names over ``vocab`` (reads a counts file)."""
+    """The :class:`Prior` ``spec`` names over ``vocab`` (reads a counts file); a contextual one has none."""
     return make_prior(spec, vocab)
 
 
+def load_contextual(spec: str, vocab: Any) -> Any:
+    """The :class:`~deniable.ngram.NgramModel` of ``ngram:PATH`` over ``vocab`` (verified, memory-mapped)."""
+    from .._errors import DataError
+    from ..ngram import load_ngram
+
+    try:
+        return load_ngram(spec.partition(":")[2], vocab)
+    except InvalidParameterError as exc:  # the vocabulary check names "ngram": here the option is prior
+        raise InvalidParameterError("prior", spec, exc.allowed) from None
+    except DataError as exc:
+        raise InvalidParameterError("prior", spec, f"a readable prepared n-gram model ({exc})") from None
+
+
+def ngram_record(model: Any) -> dict[str, str]:
+    """A manifest's record of an n-gram prior: the training text's name and the model's sha256 (never a path)."""
+    return {"prior": f"ngram:{model.source or 'model'}", "prior_sha256": model.digest()}
+
+
 def prior_record(spec: str | Prior) -> dict[str, str]:
-    """What a manifest records of the prior: its source and, for a counts file, the file's name and sha256."""
+    """What a manifest records of the prior: its source and, for a counts file, the file's name and sha256
+    (for ``ngram:PATH``: the training text's name and the model's sha256, :meth:`NgramModel.digest`)."""
     if isinstance(spec, Prior):
         digest = hashlib.sha256(np.ascontiguousarray(spec.probs).tobytes()).hexdigest()
         return {"prior": spec.source, "prior_sha256": digest}
     kind, _, arg = spec.partition(":")
+    if kind == "ngram":
+        from ..ngram import load_ngram
+
+        return ngram_record(load_ngram(arg))
     if kind != "counts":
         return {"prior": spec}
     h = hashlib.sha256()
@@ -127,21 +194,29 @@ class PosteriorDecoder:
     equal to it under a uniform prior). :meth:`top` returns the best ``k`` (1 or 2) ids and scores.
 
     Exact, by a full scan with a proof of what it skips. The columns are held in increasing
-    penalty, cut into segments (``_HEAD`` words, then doubling widths up to ``_MAX_CHUNK``). One
-    pass per vocabulary block (a GEMM of squared distances, an argmin and a ``minimum.reduceat``)
-    gives the nearest word and each segment's smallest distance ``dmin_h``. No word of segment
-    ``h`` scores below ``LB_h = sqrt(dmin_h) + pen(first column of h)``, so a row scores segment
-    ``h`` exactly (square roots and the bias) only while ``LB_h <= U``, ``U`` the ``k``-th best
-    score it knows (the scanned columns' and the nearest word's). A tolerance keeps float32
-    rounding on the safe side. Memory: ``query_block * vocab_block`` and
-    ``_SCAN_ROWS * _MAX_CHUNK`` floats at most.
+    penalty, cut into segments (``_HEAD`` words, then doubling widths up to a vocabulary block,
+    then one segment per block). Pass 1 is the nearest decode's work: per vocabulary block one GEMM
+    of squared distances and its argmin (one per segment in the first block): each segment's
+    smallest distance ``dmin_h`` at its column ``j_h``; the first segment (the most probable words)
+    is scored exactly there, from the same distances. ``S_h = sqrt(dmin_h) + pen(j_h)`` is a real
+    score (the best of them and the head's the first answer ``U``) and ``LB_h = sqrt(dmin_h) +
+    pen(a_h)`` (``a_h`` the segment's first column) a bound no word of ``h`` beats. Pass 2 scores
+    exactly, per row, only the segments with ``LB_h <= U``, and of those only the columns before
+    ``j_h`` (every later column has a distance >= ``dmin_h`` and a penalty >= ``pen(j_h)``: it
+    cannot beat ``S_h``); ``k = 2`` scans such segments whole. Ties go to the lowest column
+    (penalty order, then vocabulary order); a tolerance keeps float32 rounding on the safe side.
+    Rows are split across :func:`deniable._threads.decode_workers` threads of one BLAS thread
+    each, as the exact index does. Memory: ``query_block * vocab_block`` floats and ``rows x
+    segments`` per chunk of rows. ``bench/bench_prior_decode.py``: 0.85-0.86x of the nearest
+    decode's tokens/s at 50k and 336k words, 0.67x at 5k (one thread, same run, idle machine).
     """
 
-    #: the most probable words: the first segment (then segments of twice the width)
-    _HEAD = 64
-    #: rows scanned together, and the widest segment (memory: ``_SCAN_ROWS * _MAX_CHUNK`` floats, 32 MB)
-    _SCAN_ROWS = 2048
-    _MAX_CHUNK = 4096
+    #: the most probable words: the first segment, scored exactly in pass 1 (then doubling widths)
+    _HEAD = 256
+    #: rows decoded together (pass 1 then pass 2: numpy's per-call cost amortised), at most
+    _SCAN_ROWS = 8192
+    #: rows x segments held per chunk of rows, at most (the chunk shrinks for a large vocabulary)
+    _CHUNK_CELLS = 1 << 21
 
     def __init__(
         self,
@@ -165,6 +240,8 @@ class PosteriorDecoder:
         x32 = np.ascontiguousarray(np.asarray(x, dtype=np.float32)[self._order])
         self.d = int(x32.shape[1])
         self.ntotal = int(x32.shape[0])
+        self.query_block = int(query_block)
+        self.vocab_block = min(int(vocab_block), self.ntotal)
         sq = np.einsum("ij,ij->i", x32, x32, dtype=np.float32)
         # [-2 y; |y|^2; 1] so that [q, 1, |q|^2] @ aug = |q - y|^2 in one product
         self._aug = np.empty((self.d + 2, self.ntotal), dtype=np.float32)
@@ -173,14 +250,14 @@ class PosteriorDecoder:
         self._aug[self.d + 1] = 1.0
         big = np.finfo(np.float32).max
         self._penalty = np.minimum(self.penalty64[self._order], big).astype(np.float32)  # sorted
-        self.vocab_block = int(vocab_block)
-        self.query_block = int(query_block)
-        # segments of the sorted columns: _HEAD, then doubling widths up to _MAX_CHUNK
-        bounds, width = [0], self._HEAD
-        while bounds[-1] < self.ntotal:
-            bounds.append(min(bounds[-1] + width, self.ntotal))
-            width = min(width * 2, self._MAX_CHUNK)
-        self._segments = np.asarray(bounds, dtype=np.int64)
+        # segments: _HEAD columns, then doubling widths up to a vocabulary block, then one per block
+        # (no segment straddles two blocks)
+        bounds = set(range(0, self.ntotal, self.vocab_block)) | {self.ntotal}
+        width = min(self._HEAD, self.vocab_block)
+        while width < self.vocab_block:
+            bounds.add(min(width, self.ntotal))
+            width *= 2
+        self._segments = np.asarray(sorted(bounds), dtype=np.int64)
 
     def _prepare(self, noisy: npt.ArrayLike) -> npt.NDArray[np.float32]:
         q: np.ndarray = np.asarray(noisy, dtype=np.float64 if self.transform is not None else np.float32)
@@ -192,6 +269,10 @@ class PosteriorDecoder:
 
     def top(self, noisy: npt.ArrayLike, k: int = 1) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
         """The ``k`` (1 or 2) best ids per row, best first, and their penalised distances."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from .._threads import decode_workers, one_blas_thread
+
         q = self._prepare(noisy)
         n = q.shape[0]
         kk = min(k, self.ntotal)
@@ -201,17 +282,29 @@ class PosteriorDecoder:
         qa[:, : self.d] = q
         qa[:, self.d] = 1.0
         qa[:, self.d + 1] = np.einsum("ij,ij->i", q, q, dtype=np.float32)
-        g = len(self._segments) - 1
-        seg_d = np.empty((n, g), dtype=np.float32)
-        nn_d = np.empty(n, dtype=np.float32)
-        nn_j = np.empty(n, dtype=np.int64)
-        for s in range(0, n, self.query_block):  # 1. the nearest word, and each segment's smallest distance
-            e = s + self.query_block
-            seg_d[s:e], nn_d[s:e], nn_j[s:e] = self._nearest(qa[s:e])
-        for s in range(0, n, self._SCAN_ROWS):  # 2. the scan (many rows at once: numpy's per-call cost amortised)
-            e = s + self._SCAN_ROWS
-            sc, col = self._scan(qa[s:e], seg_d[s:e], nn_d[s:e], nn_j[s:e], kk)
-            out_s[s:e], out_i[s:e] = sc, self._order[col]
+        groups = len(self._segments) - 1
+        chunk = max(self.query_block, min(self._SCAN_ROWS, self._CHUNK_CELLS // groups))
+        chunk -= chunk % self.query_block
+        if n > chunk:  # at least two chunks per worker when there are several workers
+            chunk = max(self.query_block, min(chunk, -(-n // (2 * decode_workers()))))
+
+        def one(s: int) -> None:
+            sc, col = self._decode_rows(qa[s : s + chunk], kk)
+            out_s[s : s + chunk], out_i[s : s + chunk] = sc, self._order[col]
+
+        starts = range(0, n, chunk)
+        workers = min(decode_workers(), len(starts))
+        if workers <= 1:
+            for s in starts:
+                one(s)
+            return out_s, out_i
+        with one_blas_thread() as single:  # the exact index's thread policy (deniable._threads)
+            if not single:
+                for s in starts:
+                    one(s)
+                return out_s, out_i
+            with ThreadPoolExecutor(workers) as pool:
+                list(pool.map(one, starts))
         return out_s, out_i
 
     def decode(self, noisy: npt.ArrayLike) -> npt.NDArray[np.int64]:
@@ -236,13 +329,14 @@ class PosteriorDecoder:
         out = np.zeros(v.shape[0], dtype=np.int64)
         pen = self.penalty64[self._order]
         for a in range(0, self.ntotal, 32768):
-            y = -0.5 * self._aug[: self.d, a : a + 32768].T.astype(np.float64)  # the (sorted) vectors
+            b = a + 32768
+            y = -0.5 * self._aug[: self.d, a:b].T.astype(np.float64)  # the (sorted) vectors
             ysq = np.einsum("ij,ij->i", y, y)[None, :]
             for r in range(0, v.shape[0], 64):
                 uy = u[r : r + 64] @ y.T
                 sc = scale[r : r + 64]
                 dist = sc * np.sqrt(np.maximum(usq[r : r + 64] - 2.0 * uy / sc + ysq / sc / sc, 0.0))
-                score = (ysq - 2.0 * sc * uy) / (dist + vnorm[r : r + 64]) + pen[a : a + 32768]
+                score = (ysq - 2.0 * sc * uy) / (dist + vnorm[r : r + 64]) + pen[a:b]
                 arg = np.argmin(score, axis=1)
                 val = score[np.arange(arg.size), arg]
                 better = val < best[r : r + 64]
@@ -250,75 +344,106 @@ class PosteriorDecoder:
                 out[r : r + 64][better] = arg[better] + a
         return self._order[out]
 
-    def _nearest(self, qa: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Each segment's smallest squared distance, and the nearest word's (squared distance, column).
-
-        One GEMM, one argmin and one ``minimum.reduceat`` per vocabulary block: the nearest
-        decode's work and one more pass."""
-        nq = qa.shape[0]
-        flat = np.arange(nq)
+    def _decode_rows(self, qa: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The best ``k`` (scores, sorted columns) of the augmented rows ``qa``, exactly."""
+        seg_d, seg_j, head_s, head_c = self._pass1(qa, k)
         segs = self._segments
-        seg_d = np.full((nq, len(segs) - 1), np.inf, dtype=np.float32)
-        nn_d = np.full(nq, np.inf, dtype=np.float32)
-        nn_j = np.zeros(nq, dtype=np.int64)
-        buf = np.empty((nq, min(self.vocab_block, self.ntotal)), dtype=np.float32)
-        for v0 in range(0, self.ntotal, self.vocab_block):
-            blk = self._aug[:, v0 : v0 + self.vocab_block]
-            v1 = v0 + blk.shape[1]
-            dist = np.matmul(qa, blk, out=buf[:, : blk.shape[1]])
-            j = np.argmin(dist, axis=1)
-            dj = dist[flat, j]
-            better = dj < nn_d
-            nn_d[better] = dj[better]
-            nn_j[better] = j[better] + v0
-            h0 = int(np.searchsorted(segs, v0, side="right")) - 1  # the segment holding column v0
-            h1 = int(np.searchsorted(segs, v1, side="left"))  # segments h0 .. h1 - 1 meet this block
-            starts = np.maximum(segs[h0:h1], v0) - v0
-            np.minimum(seg_d[:, h0:h1], np.minimum.reduceat(dist, starts, axis=1), out=seg_d[:, h0:h1])
-        return seg_d, nn_d, nn_j
-
-    def _scan(
-        self, qa: np.ndarray, seg_d: np.ndarray, nn_d: np.ndarray, nn_j: np.ndarray, k: int
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The best ``k`` (scores, sorted columns) of rows ``qa``, exactly.
-
-        Segment ``h`` (columns ``a:b``, penalties >= ``pen(a)``) holds no score below
-        ``LB_h = sqrt(min d^2 over h) + pen(a)``. A row scores segment ``h`` only while
-        ``LB_h <= U``, ``U`` the ``k``-th best score known (the scanned columns' and the nearest
-        word's until its segment is scanned)."""
+        starts = segs[:-1]
+        root = np.sqrt(np.maximum(seg_d, 0.0))
+        lower = root + self._penalty[starts][None, :]  # no word of segment h scores below it
+        cand = root + self._penalty[starts[None, :] + seg_j]  # the score of segment h's nearest word
         nq = qa.shape[0]
-        segs = self._segments
-        lower = np.sqrt(np.maximum(seg_d, 0.0)) + self._penalty[segs[:-1]][None, :]
-        nn_s = (np.sqrt(np.maximum(nn_d, 0.0)) + self._penalty[nn_j]).astype(np.float32)
-        best_s = np.full((nq, k), np.inf, dtype=np.float32)
-        best_c = np.zeros((nq, k), dtype=np.int64)
-        rows_all = np.arange(nq)
-        for h in range(len(segs) - 1):
-            a, b = int(segs[h]), int(segs[h + 1])
-            if k == 1:
-                bound = np.minimum(best_s[:, 0], nn_s)
-            else:
-                pending = np.where(nn_j >= a, nn_s, np.inf)[:, None]
-                bound = np.partition(np.concatenate([best_s, pending], axis=1), k - 1, axis=1)[:, k - 1]
-            tol = np.float32(1e-4) * (np.abs(bound) + 1.0)
-            active = rows_all[lower[:, h] <= bound + tol]
-            if active.size == 0:
-                continue
-            sc = self._scores_range(qa[active], a, b)
-            if k == 1:
-                j = np.argmin(sc, axis=1)
-                sj = sc[np.arange(active.size), j]
-                better = sj < best_s[active, 0]
-                best_s[active[better], 0] = sj[better]
-                best_c[active[better], 0] = j[better] + a
-                continue
+        rows = np.arange(nq)
+        if k == 1:
+            cand[:, 0] = head_s[:, 0]  # the first segment is scored already
+            seg_j[:, 0] = head_c[:, 0]
+            h = np.argmin(cand, axis=1)  # the lowest segment on ties: the lowest column
+            best_s = cand[rows, h]
+            best_c = starts[h] + seg_j[rows, h]
+            bound = best_s
+        else:
+            both = np.concatenate([head_s, cand[:, 1:]], axis=1)  # distinct words: k-th best is a bound
+            bound = np.partition(both, k - 1, axis=1)[:, k - 1]
+            best_s, best_c = head_s.copy(), head_c.copy()
+        tol = np.float32(1e-4) * (np.abs(bound) + 1.0)
+        active = lower <= (bound + tol)[:, None]
+        active[:, 0] = False
+        if k == 1:
+            active &= seg_j > 0  # only the columns before j_h can beat S_h
+        for g in np.flatnonzero(active.any(axis=0)):
+            sel = rows[active[:, g]]
+            if k == 1:  # the answer may have improved since: the bound again
+                sel = sel[lower[sel, g] <= best_s[sel] + tol[sel]]
+                if sel.size == 0:
+                    continue
+            a = int(starts[g])
+            b = a + int(seg_j[sel, g].max()) if k == 1 else int(segs[g + 1])
+            sc = self._scores_range(qa[sel], a, b)
             cs, cc = _smallest(sc, min(k, b - a))
-            both_s = np.concatenate([best_s[active], cs], axis=1)
-            both_c = np.concatenate([best_c[active], cc + a], axis=1)
-            pick = np.argsort(both_s, axis=1, kind="stable")[:, :k]
-            best_s[active] = np.take_along_axis(both_s, pick, axis=1)
-            best_c[active] = np.take_along_axis(both_c, pick, axis=1)
+            cc += a
+            if k == 1:
+                s1, c1 = cs[:, 0], cc[:, 0]
+                cur_s, cur_c = best_s[sel], best_c[sel]
+                better = (s1 < cur_s) | ((s1 == cur_s) & (c1 < cur_c))
+                best_s[sel[better]] = s1[better]
+                best_c[sel[better]] = c1[better]
+                continue
+            both_s = np.concatenate([best_s[sel], cs], axis=1)
+            both_c = np.concatenate([best_c[sel], cc], axis=1)
+            pick = np.lexsort((both_c, both_s), axis=1)[:, :k]
+            best_s[sel] = np.take_along_axis(both_s, pick, axis=1)
+            best_c[sel] = np.take_along_axis(both_c, pick, axis=1)
+        if k == 1:
+            return best_s[:, None], best_c[:, None]
         return best_s, best_c
+
+    def _pass1(self, qa: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Each segment's smallest squared distance and its column in the segment (``(rows, segments)``),
+        and the first segment's best ``k`` exact (scores, columns).
+
+        Per vocabulary block: one GEMM into a contiguous buffer and one argmin per segment in it
+        (one for every block past the first): the nearest decode's work."""
+        n = qa.shape[0]
+        segs = self._segments
+        groups = len(segs) - 1
+        vb = self.vocab_block
+        head = int(segs[1])
+        seg_d = np.empty((groups, n), dtype=np.float32)
+        seg_j = np.empty((groups, n), dtype=np.intp)
+        head_s = np.empty((n, k), dtype=np.float32)
+        head_c = np.empty((n, k), dtype=np.int64)
+        qmax = min(self.query_block, n)
+        buf = np.empty(qmax * vb, dtype=np.float32)
+        flat = np.empty(qmax, dtype=np.intp)
+        rows = np.arange(qmax, dtype=np.intp)
+        for s in range(0, n, self.query_block):
+            qb = qa[s : s + self.query_block]
+            nq = qb.shape[0]
+            for v0 in range(0, self.ntotal, vb):
+                blk = self._aug[:, v0 : v0 + vb]
+                wb = blk.shape[1]
+                dist = buf[: nq * wb].reshape(nq, wb)
+                np.matmul(qb, blk, out=dist)
+                off = rows[:nq] * wb
+                g0 = int(np.searchsorted(segs, v0, side="right")) - 1
+                g1 = int(np.searchsorted(segs, v0 + wb, side="left"))
+                for g in range(g0, g1):
+                    a, b = int(segs[g]) - v0, int(segs[g + 1]) - v0
+                    jg = seg_j[g, s : s + nq]
+                    np.argmin(dist[:, a:b], axis=1, out=jg)
+                    np.add(jg, off, out=flat[:nq])
+                    if a:
+                        flat[:nq] += a
+                    np.take(buf, flat[:nq], out=seg_d[g, s : s + nq])
+                if v0 == 0:  # the most probable words, scored exactly from the same distances
+                    sc = np.maximum(dist[:, :head], 0.0)
+                    np.sqrt(sc, out=sc)
+                    sc += self._penalty[:head]
+                    hs, hc = _smallest(sc, min(k, head))
+                    head_s[s : s + nq, : hs.shape[1]], head_c[s : s + nq, : hs.shape[1]] = hs, hc
+                    if hs.shape[1] < k:  # a one-column first segment: no second word in it
+                        head_s[s : s + nq, hs.shape[1] :], head_c[s : s + nq, hs.shape[1] :] = np.inf, 0
+        return seg_d.T, seg_j.T, head_s, head_c
 
     def _scores_range(self, qa: np.ndarray, a: int, b: int) -> np.ndarray:
         """Exact penalised distances of rows ``qa`` (augmented) to the sorted columns ``a:b``."""

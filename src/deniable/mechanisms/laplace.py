@@ -10,8 +10,10 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import InvalidParameterError
+from .._random import RandomState, check_random_state
 from .._validation import check_choice, check_epsilon, check_int
 from ..artefacts import register_kind
+from ..binarize.device import QUANTIZED_VOCAB
 from ..embedding import Embedding, Vocabulary
 from ..index import INDEXES, Index, make_index, tuned
 from ..index.exact import ExactIndex
@@ -19,12 +21,23 @@ from ..index.faiss_index import HNSW_KIND, hnsw_artefact_params
 from ..index.tuned import DECODE_CHOICE_KIND, decode_choice_params, decoded_exactly, tuned_index
 from ..metrics import paired_distances
 from ..priors import Prior
+from ._contextual import ContextualDecoder
 from ._options import EPSILON_HUGE, Option
-from ._posterior import PRIOR_OPTION, PosteriorDecoder, check_prior, is_uniform, load_prior, prior_record
+from ._posterior import (
+    PRIOR_OPTION,
+    PosteriorDecoder,
+    check_prior,
+    is_contextual,
+    is_uniform,
+    load_contextual,
+    load_prior,
+    ngram_record,
+    prior_record,
+)
 from .base import Mechanism
 from .registry import mechanism_class
 
-__all__ = ["DECODES", "MultivariateLaplace", "sample_laplace_noise"]
+__all__ = ["DECODES", "MultivariateLaplace", "quantized_madlib", "sample_laplace_noise"]
 
 #: ``index=`` values: ``"auto"`` (the default) and the named indexes.
 DECODES = ("auto", *INDEXES)
@@ -115,8 +128,11 @@ class MultivariateLaplace(Mechanism):
         default: the nearest-neighbour decode above), ``"zipf"``, ``"zipf:S"``,
         ``"counts:PATH"`` or a :class:`~deniable.priors.Prior`. A non-uniform prior decodes
         to the exact posterior mode ``argmax_y log prior(y) - epsilon ||v - phi(y)||`` by a
-        full scan (:mod:`._posterior`; ``index`` is then not used). Post-processing: the same
-        guarantee (docs/madlib.md, "Decoding with a prior").
+        full scan (:mod:`._posterior`; ``index`` is then not used). ``"ngram:PATH"`` (a public
+        n-gram model prepared by ``deniable prepare --ngram FILE``) decodes each text's noisy
+        vectors jointly (:mod:`._contextual`: Viterbi over each token's best words; a text is
+        one record, one ``privatize`` call or one :meth:`privatize_texts` interval).
+        Post-processing: the same guarantee (docs/madlib.md, "Decoding with a prior").
 
     The constructor only validates and records; the index is built (or loaded from the
     cache) on first use, once, under a lock, with a one-line notice on stderr when it must
@@ -201,7 +217,7 @@ class MultivariateLaplace(Mechanism):
         if not isinstance(opts, dict):
             raise InvalidParameterError("index_options", type(opts).__name__, "a dict of index keyword arguments")
         object.__setattr__(self, "index_options", dict(opts))
-        object.__setattr__(self, "prior", check_prior(self.prior))
+        object.__setattr__(self, "prior", check_prior(self.prior, contextual=True))
         # a ready index is only checked against the embedding (cheap); a named one is built on first use
         ready = make_index(self.embedding, self.index) if isinstance(self.index, Index) else None
         object.__setattr__(self, "_index", ready)
@@ -247,13 +263,30 @@ class MultivariateLaplace(Mechanism):
         prior = load_prior(self.prior, self.embedding)
         return PosteriorDecoder(self.embedding.vectors, prior, self.epsilon, transform=self._decode_transform())
 
+    @property
+    def joint_decode(self) -> bool:
+        """Whether each text is decoded jointly (a contextual ``prior="ngram:PATH"``): callers holding
+        several texts pass their boundaries (:meth:`privatize_texts`, :meth:`privatize_records`)."""
+        return is_contextual(self.prior)
+
+    @property
+    def contextual(self) -> ContextualDecoder:
+        """The joint decoder of a contextual ``prior`` (the n-gram model memory-mapped; built on first use)."""
+        return self._artefact("_contextual", self._build_contextual)
+
+    def _build_contextual(self) -> ContextualDecoder:
+        model = load_contextual(str(self.prior), self.embedding)
+        return ContextualDecoder(self.embedding.vectors, model, self.epsilon, transform=self._decode_transform())
+
     def _decode_transform(self) -> npt.NDArray[np.float64] | None:
         """The linear map whose Euclidean norm is the noise law's (None: the identity; Mahalanobis: its own)."""
         return None
 
     def prepare(self) -> MultivariateLaplace:
         """Build or load the decode index now (else the first :meth:`privatize` does); return ``self``."""
-        if self.uniform_prior:
+        if self.joint_decode:
+            _ = self.contextual
+        elif self.uniform_prior:
             _ = self.search_index
         else:
             _ = self.posterior
@@ -262,6 +295,12 @@ class MultivariateLaplace(Mechanism):
     @property
     def decode_description(self) -> str:
         """The decode in use, e.g. ``"hnsw efSearch=128 (99.6% agreement ...)"`` (prepares it)."""
+        if self.joint_decode:
+            dec = self.contextual
+            return (
+                f"joint decode of each text (prior {self._prior_record()['prior']}: {dec.method} over the "
+                f"{dec.k} most probable words of each token; full scan)"
+            )
         if not self.uniform_prior:
             return f"exact posterior mode (prior {self._prior_record()['prior']}; full scan)"
         _ = self.search_index
@@ -269,6 +308,8 @@ class MultivariateLaplace(Mechanism):
 
     def _prior_record(self) -> dict[str, str]:
         """The manifest's record of the prior (a counts file by name and sha256), computed once."""
+        if self.joint_decode:
+            return self._artefact("_prior_rec", lambda: ngram_record(self.contextual.model))
         return self._artefact("_prior_rec", lambda: prior_record(self.prior))
 
     def _tuning_key(self) -> str:
@@ -306,13 +347,27 @@ class MultivariateLaplace(Mechanism):
 
     def decode(self, noisy: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """The decode of each row of ``noisy``: the (decode index's) nearest vocabulary vector, or
-        the posterior mode under a non-uniform ``prior``. Reads only the noisy rows and public data."""
+        the posterior mode under a non-uniform ``prior`` (a contextual one: the rows are one text,
+        see :meth:`decode_texts`). Reads only the noisy rows and public data."""
+        if self.joint_decode:
+            rows = np.asarray(noisy, dtype=np.float64)
+            return self.decode_texts(rows, [0, rows.shape[0]])
         if not self.uniform_prior:
             return self._decode_noisy(np.asarray(noisy, dtype=np.float64))
         return self.search_index.search(noisy, 1)[1][:, 0]
 
+    def decode_texts(self, noisy: npt.ArrayLike, offsets: npt.ArrayLike) -> npt.NDArray[np.int64]:
+        """The decode of several texts' noisy rows, text ``i`` being rows ``offsets[i]:offsets[i + 1]``:
+        each text jointly under a contextual ``prior``, row by row otherwise (as :meth:`decode`)."""
+        rows = np.asarray(noisy, dtype=np.float64)
+        if not self.joint_decode:
+            return self._decode_noisy(rows)
+        return self.contextual.decode(rows, offsets)
+
     def _privatize(self, ids: npt.NDArray[np.int64], rng: np.random.Generator) -> npt.NDArray[np.int64]:
         # ids were validated once by Mechanism.privatize; no per-block re-validation here
+        if self.joint_decode:  # the ids are one text
+            return self._privatize_texts(ids, np.array([0, ids.size], dtype=np.int64), rng)
         out = np.empty(ids.size, dtype=np.int64)
         vectors = self.embedding.vectors
         for s in range(0, ids.size, self.batch_size):
@@ -322,10 +377,36 @@ class MultivariateLaplace(Mechanism):
             out[s : s + block.size] = self._decode_noisy(noisy)
         return out
 
+    def privatize_texts(self, ids: npt.ArrayLike, offsets: npt.ArrayLike, rng: RandomState = None) -> np.ndarray:
+        """Privatize several texts' word ids (concatenated; text ``i`` is ``ids[offsets[i]:offsets[i + 1]]``)
+        from one generator: the same draws as :meth:`privatize` of ``ids``, each text decoded on its own
+        under a contextual ``prior`` (otherwise exactly :meth:`privatize`)."""
+        arr = self.embedding.check_ids(ids).ravel()
+        off = np.asarray(offsets, dtype=np.int64)
+        if off.ndim != 1 or off.size < 1 or off[0] != 0 or off[-1] != arr.size or np.any(np.diff(off) < 0):
+            raise InvalidParameterError("offsets", "invalid", f"non-decreasing text starts from 0 to {arr.size}")
+        if not self.joint_decode:
+            return self.privatize(arr, rng)
+        gen = check_random_state(rng, stacklevel=2)
+        return self._privatize_texts(arr, off, gen) if arr.size else np.empty(0, dtype=np.int64)
+
+    def _privatize_texts(
+        self, ids: npt.NDArray[np.int64], offsets: npt.NDArray[np.int64], rng: np.random.Generator
+    ) -> npt.NDArray[np.int64]:
+        """The noise in ``batch_size`` blocks (the draws of the row-by-row path), then each text decoded jointly."""
+        noisy = np.empty((ids.size, self.embedding.dim), dtype=np.float64)
+        vectors = self.embedding.vectors
+        for s in range(0, ids.size, self.batch_size):
+            block = ids[s : s + self.batch_size]
+            noisy[s : s + block.size] = self.noise(block.size, rng)
+            noisy[s : s + block.size] += vectors[block]
+        return self.contextual.decode(noisy, offsets)
+
     def _privatize_records(
         self, records: list[npt.NDArray[np.int64]], generators: list[np.random.Generator]
     ) -> list[npt.NDArray[np.int64]]:
-        """Each record's noise from its own stream, then one decode per ``batch_size`` tokens of records."""
+        """Each record's noise from its own stream, then one decode per ``batch_size`` tokens of records
+        (a contextual ``prior``: each record decoded jointly, on its own, in that batch)."""
         vectors = self.embedding.vectors
         out: list[npt.NDArray[np.int64]] = []
         group: list[npt.NDArray[np.float64]] = []
@@ -333,7 +414,11 @@ class MultivariateLaplace(Mechanism):
         held = 0
 
         def flush() -> None:
-            ids = self._decode_noisy(np.concatenate(group) if len(group) > 1 else group[0])
+            noisy = np.concatenate(group) if len(group) > 1 else group[0]
+            if self.joint_decode:  # each record a text of its own: the decode splits at their boundaries
+                ids = self.contextual.decode(noisy, np.r_[0, np.cumsum(sizes)])
+            else:
+                ids = self._decode_noisy(noisy)
             out.extend(np.split(ids, np.cumsum(sizes)[:-1]))
             group.clear()
             sizes.clear()
@@ -425,3 +510,31 @@ register_kind(
     build_decode_choice_artefact,
     about="madlib's decode choice (HNSW checked against exact search)",
 )
+
+
+def quantized_madlib(mechanism: Any, vocab_size: int = QUANTIZED_VOCAB, *, quantized: Any = None) -> Any:
+    """madlib at ``mechanism``'s epsilon and prior over its embedding's first ``vocab_size`` words at 8 bits.
+
+    The mechanism of the small on-device artefact (docs/device.md, "8-bit vectors"):
+    ``quantize(embedding.subset(vocab_size))``, decoded exactly (``index="exact"``), so the
+    service's split-mode decode and the Python library give the same words as the device.
+    ``None`` for anything but a float madlib with a named (string) prior that decodes word by word.
+    ``quantized``: that quantized embedding when the caller has it already (the service: one for
+    every epsilon).
+    """
+    from ..embedding import Embedding, QuantizedEmbedding, quantize
+    from ._factory import make_mechanism
+
+    emb = getattr(mechanism, "embedding", None)
+    prior = getattr(mechanism, "prior", "uniform")
+    if (
+        getattr(mechanism, "name", None) != "madlib"
+        or type(mechanism).__name__ != "MultivariateLaplace"
+        or not isinstance(emb, Embedding)
+        or isinstance(emb, QuantizedEmbedding)
+        or not isinstance(prior, str)
+        or getattr(mechanism, "joint_decode", False)
+    ):
+        return None
+    qemb = quantized if quantized is not None else quantize(emb.subset(vocab_size))
+    return make_mechanism("madlib", qemb, float(mechanism.epsilon), index="exact", prior=prior)

@@ -35,7 +35,7 @@ from ..embedding import Embedding
 from ..index import Index
 from ..priors import Prior
 from ._options import Option
-from ._posterior import second_neighbour_probability, vickrey_choice
+from ._posterior import check_prior, second_neighbour_probability, vickrey_choice
 from .base import Mechanism
 from .laplace import MultivariateLaplace
 from .mahalanobis import Mahalanobis
@@ -105,6 +105,7 @@ class Vickrey(Mechanism):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "t", check_probability("t", self.t, open_interval=False))
+        check_prior(self.prior)  # a contextual ngram:PATH prior is madlib's and mahalanobis's only: refused here
         noise: MultivariateLaplace | Mahalanobis
         common: dict[str, Any] = {
             "index": self.index,

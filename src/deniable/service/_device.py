@@ -3,7 +3,10 @@
 :func:`install_device_routes` adds to the application:
 
 - ``GET /v1/device``: the web artefacts this service offers (one per offered ``brr`` /
-  ``madlib`` code book or vector set), each with its content address and fixed URL;
+  ``madlib`` code book or vector set, and for madlib also one over its 8-bit embedding of the
+  most frequent words: :func:`deniable.mechanisms.laplace.quantized_madlib`), each with its
+  content address, fixed URL, ``vectors`` (madlib: ``float32`` / ``uint8``) and ``default``
+  (the one a device downloads: the exact one within 16 MB, else the 8-bit one);
 - ``GET /v1/device/{id}/{file}``: the files of :func:`deniable.binarize.device.web_artefact`,
   the same bytes ``deniable export-device --format web`` writes, with immutable cache
   headers (the URL is the content address: a new artefact gets a new id);
@@ -12,7 +15,8 @@
 - ``POST /v1/decode``: split mode. The device sends only noisy codes (BRR) or noisy float32
   vectors (madlib), base64, never a word; the service decodes them through the offered
   mechanism's own decoder (``HammingDecoder.decode``, ``MultivariateLaplace.decode``: the
-  same code the Python mechanisms use) and returns word ids and words. Decoding is
+  same code the Python mechanisms use; an 8-bit madlib artefact's: madlib over those 8-bit
+  vectors, decoded exactly) and returns word ids and words. Decoding is
   post-processing of an already private value: no privacy cost. Nothing is logged. With
   the operator's ``prior`` (never a client's) it is that prior's posterior mode at the
   ``epsilon`` the body names.
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import threading
 from importlib.resources import files as package_files
 from typing import TYPE_CHECKING, Any
@@ -67,30 +72,64 @@ class _Artefacts:
         self.by_id: dict[str, tuple[Any, dict[str, bytes]]] | None = None
         #: artefact id -> epsilon -> the offered instance (a decode with a non-uniform prior depends on epsilon)
         self.by_epsilon: dict[str, dict[float, Any]] = {}
+        #: the artefact a device downloads by default, per mechanism and prior: the exact one when it
+        #: fits DEVICE_BUDGET_BYTES, else madlib's 8-bit one
+        self.defaults: set[str] = set()
 
     def get(self) -> dict[str, tuple[Any, dict[str, bytes]]]:
         if self.by_id is None:
-            from ..binarize.device import web_artefact_id, web_artefact_of
+            from ..binarize.device import (
+                DEVICE_BUDGET_BYTES,
+                QUANTIZED_VOCAB,
+                web_artefact_id,
+                web_artefact_of,
+            )
+            from ..embedding import quantize
+            from ..mechanisms.laplace import quantized_madlib
 
             with self.lock:
                 if self.by_id is None:
                     found: dict[str, tuple[Any, dict[str, bytes]]] = {}
                     seen: dict[tuple[Any, ...], str] = {}
+                    quantized: dict[int, Any] = {}  # id(embedding) -> its 8-bit subset (one for every epsilon)
+                    pairs: dict[str, str] = {}  # float32 madlib artefact id -> its 8-bit sibling's
+
+                    def add(key: tuple[Any, ...], mech: Any, files: Callable[[], dict[str, bytes]]) -> str:
+                        if key not in seen:
+                            built = files()
+                            seen[key] = web_artefact_id(built)
+                            found.setdefault(seen[key], (mech, built))
+                        self.by_epsilon.setdefault(seen[key], {}).setdefault(float(mech.epsilon), mech)
+                        return seen[key]
+
                     for mech, _ in self.state.mechanisms.values():
-                        if mech.name not in ("brr", "madlib"):
-                            continue
+                        if mech.name not in ("brr", "madlib") or getattr(mech, "joint_decode", False):
+                            continue  # a contextual prior (ngram:PATH) decodes whole texts: no device artefact
                         # one artefact per code book / vector set and decode prior (every epsilon shares it)
                         key = (
                             mech.name,
                             id(mech.embedding),
                             *(getattr(mech, a, None) for a in ("bits", "binarizer", "seed", "prior")),
                         )
-                        if key not in seen:
-                            files = web_artefact_of(mech)
-                            seen[key] = web_artefact_id(files)
-                            found.setdefault(seen[key], (mech, files))
-                        self.by_epsilon.setdefault(seen[key], {}).setdefault(float(mech.epsilon), mech)
-                    self.by_id = found
+                        exact = add(key, mech, functools.partial(web_artefact_of, mech))
+                        if mech.name != "madlib":
+                            continue
+                        # madlib also over its 8-bit embedding (docs/device.md): the same words from the
+                        # device, /v1/decode and the Python library; the default where float32 is too big
+                        emb = mech.embedding
+                        if id(emb) not in quantized:
+                            quantized[id(emb)] = quantize(emb.subset(QUANTIZED_VOCAB))
+                        small = quantized_madlib(mech, quantized=quantized[id(emb)])
+                        if small is not None:
+                            pairs[exact] = add(("uint8", *key), small, functools.partial(web_artefact_of, small))
+                    for aid in found:
+                        if aid in pairs.values():
+                            continue
+                        big = sum(len(b) for b in found[aid][1].values()) > DEVICE_BUDGET_BYTES
+                        self.defaults.add(pairs[aid] if big and aid in pairs else aid)
+                    # the 8-bit ones first (the small download), then the exact ones in the offer's order
+                    small_ids = set(pairs.values())
+                    self.by_id = dict(sorted(found.items(), key=lambda kv: kv[0] not in small_ids))
         return self.by_id
 
 
@@ -119,16 +158,20 @@ def install_device_routes(app: FastAPI, state: State) -> None:
         out = []
         for aid, (mech, files) in ready().items():
             manifest = json.loads(files["manifest.json"])
-            out.append(
-                {
-                    "id": aid,
-                    "mechanism": mech.name,
-                    "url": f"/v1/device/{aid}/",
-                    "vocab_size": manifest["vocab_size"],
-                    "prior": manifest.get("prior", "uniform"),  # the decode's prior (issue 44)
-                    "bytes": sum(len(b) for b in files.values()),
-                }
-            )
+            entry = {
+                "id": aid,
+                "mechanism": mech.name,
+                "url": f"/v1/device/{aid}/",
+                "vocab_size": manifest["vocab_size"],
+                "prior": manifest.get("prior", "uniform"),  # the decode's prior (issue 44)
+                "bytes": sum(len(b) for b in files.values()),
+                "default": aid in artefacts.defaults,  # what a device downloads unless told otherwise
+            }
+            if mech.name == "madlib":  # float32 (the offered mechanism itself) or uint8 (its 8-bit embedding)
+                entry["vectors"] = "uint8" if manifest.get("dtype") == "uint8" else "float32"
+                if "max_error" in manifest:
+                    entry["max_error"] = manifest["max_error"]
+            out.append(entry)
         body = {"artefacts": out, "client": "/v1/device/client/deniable.js", "decode": DECODE_PATH}
         return JSONResponse(body, headers={"Cache-Control": "no-cache"})
 

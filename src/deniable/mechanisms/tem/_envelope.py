@@ -78,6 +78,9 @@ class Prepared:
         self.layouts: npt.NDArray[np.float64] | None = None
         #: the history-free (data-oblivious) sampler's plan: (proposals per token, far bounds used)
         self.rounds: tuple[int, bool] | None = None
+        #: ... and, with the plain envelope, whether E is proposed uniformly (the "E slice",
+        #: :func:`._oblivious.oblivious_plan`) instead of by its cumulative weights
+        self.uniform_e = False
         #: the content ids of the opened artefacts that choose the samplers (k-NN tables, far bounds)
         self.sources: dict[str, str] = {}
 
