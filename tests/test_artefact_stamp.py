@@ -29,13 +29,13 @@ def _hashes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Count the whole-file hashes (a fresh process: the in-memory record of checked files is empty)."""
     prep._verified.clear()
     seen: list[str] = []
-    original = prep._sha256
+    original = prep.file_sha256
 
     def counting(path: Path) -> str:
         seen.append(path.name)
         return original(path)
 
-    monkeypatch.setattr(prep, "_sha256", counting)
+    monkeypatch.setattr(prep, "file_sha256", counting)
     return seen
 
 

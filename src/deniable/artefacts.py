@@ -60,6 +60,7 @@ __all__ = [
     "build_artefact",
     "content_id",
     "describe_build",
+    "file_sha256",
     "legacy_tem_folders",
     "list_artefacts",
     "obtain_artefact",
@@ -169,7 +170,8 @@ def artefact_path(embedding: Vocabulary, kind: str, params: dict[str, Any]) -> P
     return _root_of(embedding) / kind / _params_key(params)
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 of a file's bytes (hex)."""
     with open(path, "rb") as fh:
         return hashlib.file_digest(fh, "sha256").hexdigest()
 
@@ -281,7 +283,7 @@ def _verify(path: Path, manifest: dict[str, Any], *, full: bool = False) -> None
                 with _verified_lock:
                     _verified[key] = True
                 continue
-        if _sha256(f) != meta["sha256"]:
+        if file_sha256(f) != meta["sha256"]:
             raise ArtefactError(f"prepared artefact {path}: file {name} does not match its checksum (altered?)")
         with _verified_lock:
             _verified[key] = True
@@ -400,7 +402,7 @@ def build_artefact(
             seconds = time.perf_counter() - t0
             files = {}
             for f in sorted(tmp.iterdir()):
-                files[f.name] = {"bytes": f.stat().st_size, "sha256": sums.get(f.name) or _sha256(f)}
+                files[f.name] = {"bytes": f.stat().st_size, "sha256": sums.get(f.name) or file_sha256(f)}
             manifest = {
                 "format": _FORMAT,
                 "kind": kind,

@@ -51,7 +51,15 @@ import numpy as np
 import numpy.typing as npt
 
 from ._errors import DataError, InvalidParameterError
-from .artefacts import MANIFEST, ArtefactInfo, artefact_path, build_artefact, open_artefact, register_kind
+from .artefacts import (
+    MANIFEST,
+    ArtefactInfo,
+    artefact_path,
+    build_artefact,
+    file_sha256,
+    open_artefact,
+    register_kind,
+)
 from .embedding import Vocabulary
 
 __all__ = [
@@ -286,21 +294,12 @@ def load_ngram(path: str | Path, vocab: Vocabulary | None = None) -> NgramModel:
 
 
 # ----------------------------------------------------------------------------- prepared models
-def text_sha256(path: str | Path) -> str:
-    """SHA-256 of a file's bytes (what a prepared model is keyed by)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def ngram_params(path: str | Path) -> dict[str, Any]:
     """The store parameters of the model of the public text file ``path``: its content hash and name."""
     p = Path(path)
     if not p.is_file():
         raise InvalidParameterError("ngram", str(path), "an existing public text file")
-    return {"format": FORMAT, "order": 2, "text_sha256": text_sha256(p), "source": p.name}
+    return {"format": FORMAT, "order": 2, "text_sha256": file_sha256(p), "source": p.name}
 
 
 def prepare_ngram(
@@ -364,7 +363,7 @@ def _open_folder(p: Path, vocab: Vocabulary | None) -> NgramModel:
     else:  # a copy outside the store: every file hashed whole
         for name, entry in files.items():
             f = p / name
-            if not f.is_file() or f.stat().st_size != int(entry["bytes"]) or text_sha256(f) != entry["sha256"]:
+            if not f.is_file() or f.stat().st_size != int(entry["bytes"]) or file_sha256(f) != entry["sha256"]:
                 raise DataError(f"n-gram model {p.name}: file {name} does not match its manifest (altered?)")
     try:
         arrays = {k: np.load(p / f"{k}.npy", mmap_mode="r", allow_pickle=False) for k in ("keys", "counts", "lines")}

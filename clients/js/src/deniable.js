@@ -226,6 +226,14 @@ function asWords32(bytes) {
   return new Uint32Array(copy.buffer);
 }
 
+/** The little-endian float32 values of a file's bytes (vectors.bin, levels.bin). */
+function float32LE(bytes) {
+  const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const out = new Float32Array(bytes.length / 4);
+  for (let i = 0; i < out.length; i++) out[i] = dv.getFloat32(i * 4, true);
+  return out;
+}
+
 // Vocabulary rows are scanned in blocks that stay in cache while every query of the batch
 // visits them (BLOCK codes of 32 bytes: 128 KiB).
 const BLOCK = 4096;
@@ -810,9 +818,7 @@ export class Artefact {
       const raw = files["levels.bin"];
       if (!codes || codes.length !== this.size * this.dim) throw new Error("artefact: qvectors.bin size");
       if (!raw || raw.length !== this.dim * 256 * 4) throw new Error("artefact: levels.bin size");
-      const dv = new DataView(raw.buffer, raw.byteOffset, raw.byteLength);
-      const levels = new Float32Array(this.dim * 256);
-      for (let i = 0; i < levels.length; i++) levels[i] = dv.getFloat32(i * 4, true); // little-endian
+      const levels = float32LE(raw);
       this.vectors = new Float32Array(this.size * this.dim);
       for (let v = 0, i = 0; v < this.size; v++) {
         for (let k = 0; k < this.dim; k++, i++) this.vectors[i] = levels[k * 256 + codes[i]];
@@ -822,9 +828,7 @@ export class Artefact {
       this.quantized = false;
       const raw = files["vectors.bin"];
       if (!raw || raw.length !== this.size * this.dim * 4) throw new Error("artefact: vectors.bin size");
-      const dv = new DataView(raw.buffer, raw.byteOffset, raw.byteLength);
-      this.vectors = new Float32Array(this.size * this.dim);
-      for (let i = 0; i < this.vectors.length; i++) this.vectors[i] = dv.getFloat32(i * 4, true); // little-endian
+      this.vectors = float32LE(raw);
     } else {
       throw new Error(`artefact: unknown mechanism ${this.mechanism}`);
     }

@@ -14,7 +14,7 @@ and public data: they never see the input words. Cost: a full float64 scan of th
 token (``rows x words`` blocks of at most 4M cells, 32 MB), then one numpy step per position within
 a text for a group of texts (:func:`deniable.ngram.viterbi`).
 
-May import: numpy, :mod:`deniable._errors`, :mod:`deniable.ngram`.
+May import: numpy, :mod:`deniable._errors`, :mod:`deniable._validation`, :mod:`deniable.ngram`.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import InvalidParameterError
+from .._validation import check_epsilon, check_int
 from ..ngram import DECODERS, NgramModel, decode
 
 __all__ = ["DEFAULT_K", "ContextualDecoder", "contextual_candidates", "contextual_decode"]
@@ -39,22 +40,6 @@ _FAR = 1e100
 def _vectors(embedding: object) -> npt.NDArray[np.float64]:
     vec = getattr(embedding, "vectors", embedding)
     return np.asarray(vec, dtype=np.float64)
-
-
-def _check_k(k: object, v: int) -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= int(k) <= v:
-        raise InvalidParameterError("k", k, f"an integer in 1..{v}")
-    return int(k)
-
-
-def _check_eps(eps: object) -> float:
-    try:
-        e = float(eps)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise InvalidParameterError("eps", eps, "a finite epsilon > 0") from None
-    if not np.isfinite(e) or e <= 0:
-        raise InvalidParameterError("eps", eps, "a finite epsilon > 0")
-    return e
 
 
 class ContextualDecoder:
@@ -92,8 +77,8 @@ class ContextualDecoder:
         p1 = model.unigram()[: model.vocab_size]
         self.logp = np.log(p1 / p1.sum())
         self.model = model
-        self.epsilon = _check_eps(epsilon)
-        self.k = _check_k(k, model.vocab_size)
+        self.epsilon = check_epsilon(epsilon, "eps")
+        self.k = check_int("k", k, minimum=1, maximum=model.vocab_size)
         if method not in DECODERS:
             raise InvalidParameterError("method", method, " or ".join(DECODERS))
         self.method = method

@@ -33,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import InvalidParameterError
+from ..artefacts import file_sha256
 from ..priors import Prior, make_prior
 from ._options import Option
 
@@ -173,11 +174,7 @@ def prior_record(spec: str | Prior) -> dict[str, str]:
         return ngram_record(load_ngram(arg))
     if kind != "counts":
         return {"prior": spec}
-    h = hashlib.sha256()
-    with open(arg, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return {"prior": f"counts:{Path(arg).name}", "prior_sha256": h.hexdigest()}
+    return {"prior": f"counts:{Path(arg).name}", "prior_sha256": file_sha256(arg)}
 
 
 def _penalty(prior: Prior, epsilon: float) -> npt.NDArray[np.float64]:
