@@ -11,6 +11,10 @@ Subcommands (GloVe 6B 50-d, V = 400,000):
 ``figures``  the TEM panels of the reproduction (exact, on a stated random sample of words)
              and the neighbour-distance geometry, written as PNGs into ``--out``.
 ``choose``   choose_epsilon for TEM over a random sample of words (exact statistics).
+``table``    the calibration table (``deniable prepare --calibration``) built with the ray shortcut of
+             madlib's exact decode (deniable/calibrate/_rays.py) and without it, interleaved rounds in
+             one process, after one untimed build that prepares the decode choices: the table's own
+             work, start-up and decode choices excluded; checks both give the same table.
 ``pack``/``gpu``  the same TEM statistics for all words, and sampled madlib statistics with an
              exact nearest-neighbour decode, in torch on one GPU (``pack`` writes GloVe
              losslessly into ``out/glove_pack`` for the GPU machine; ``gpu`` needs only
@@ -19,6 +23,8 @@ Subcommands (GloVe 6B 50-d, V = 400,000):
     python bench/bench_calibrate.py tem --words 2000 --epsilon 9
     python bench/bench_calibrate.py madlib --words 1000 --draws 1000 --epsilon 9
     python bench/bench_calibrate.py figures --out docs/figures/calibration --words 1000
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/bench_calibrate.py table --vocab-size 50000 --index exact
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/bench_calibrate.py table --rounds 2   # 336k words
 
 The TEM parts use the project's TEM (gamma from Theorem 3 with beta = 1e-3, d <= gamma
 inside); its statistics come from the bulk TEM formula.
@@ -403,6 +409,67 @@ def cmd_gpu_figures(args: argparse.Namespace) -> None:
     plot_averages(stats, out / "madlib_exact_averages.png", title=title)
 
 
+def cmd_table(args: argparse.Namespace) -> None:
+    """Build the calibration table with and without the ray shortcut, interleaved (A B A B ...)."""
+    import atexit
+    import os
+    import shutil
+    import tempfile
+
+    if "DENIABLE_CACHE" not in os.environ:  # a fresh cache (decode choices, HNSW), removed at exit
+        os.environ["DENIABLE_CACHE"] = tempfile.mkdtemp(prefix="bench-calibrate-")
+        atexit.register(shutil.rmtree, os.environ["DENIABLE_CACHE"], ignore_errors=True)
+    import deniable
+    from _common import load_average
+    from deniable.calibrate import _rays
+    from deniable.calibrate.table import build_table
+
+    emb = deniable.load_embedding(vocab_size=args.vocab_size) if args.vocab_size else deniable.load_embedding()
+    options = {"index": args.index} if args.index else {}
+    made: list[Any] = []
+
+    class Counting(_rays.RayDecodes):
+        def __init__(self, ids: np.ndarray) -> None:
+            super().__init__(ids)
+            made.append(self)
+
+    _rays.RayDecodes = Counting  # type: ignore[misc]
+    t0 = time.perf_counter()
+    first = build_table(emb, args.mechanism, options, show_progress=False)
+    print(f"untimed first build (decode choices, HNSW where chosen): {time.perf_counter() - t0:.1f} s", flush=True)
+    contenders = {"ray shortcut": True, "every token decoded": False}
+    walls: dict[str, list[float]] = {name: [] for name in contenders}
+    cpus: dict[str, list[float]] = {name: [] for name in contenders}
+    decoded: dict[str, float] = {}
+    same = True
+    load0 = load_average()
+    for _ in range(args.rounds):
+        for name, flag in contenders.items():
+            made.clear()
+            t0, c0 = time.perf_counter(), time.process_time()
+            built = build_table(emb, args.mechanism, options, show_progress=False, ray_shortcut=flag)
+            walls[name].append(time.perf_counter() - t0)
+            cpus[name].append(time.process_time() - c0)
+            same = same and built.to_json() == first.to_json()
+            decoded[name] = made[0].decoded / made[0].ids.size if flag and made else float(len(built.points))
+    rows = [
+        {
+            "build": name,
+            "wall s median": statistics.median(walls[name]),
+            "min - max": f"{min(walls[name]):.1f} - {max(walls[name]):.1f}",
+            "CPU s median": statistics.median(cpus[name]),
+            "points": len(first.points),
+            "full decodes (token-equivalent)": decoded[name],
+        }
+        for name in contenders
+    ]
+    print(f"{args.mechanism} on {emb.size:,} words, options {options}, {args.rounds} interleaved rounds")
+    print(table(rows))
+    ratio = statistics.median(walls["ray shortcut"]) / statistics.median(walls["every token decoded"])
+    print(f"ratio of medians (shortcut / full): {ratio:.2f}; same table every build: {same}")
+    print(f"load average before: {load0}; after: {load_average()}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -435,6 +502,11 @@ def main() -> None:
     p.add_argument("--min-support", type=float, default=10.0)
     p.add_argument("--percentile", type=float, default=100.0)
     p.add_argument("--seed", type=int, default=0)
+    p = sub.add_parser("table", help="calibration table with and without the ray shortcut (interleaved)")
+    p.add_argument("--vocab-size", type=int, default=None, help="the N most frequent words (default: all 336k)")
+    p.add_argument("--mechanism", default="madlib")
+    p.add_argument("--index", default=None, help="madlib's decode (default: auto)")
+    p.add_argument("--rounds", type=int, default=3)
     p = sub.add_parser("pack", help="pack GloVe losslessly (< 64 MiB) for the GPU machine")
     p.add_argument("--out", default="out/glove_pack")
     p = sub.add_parser("gpu", help="TEM exact (all words) and madlib sampled statistics with torch on a GPU")
@@ -453,7 +525,7 @@ def main() -> None:
     p.add_argument("--data", default="out/gpu")
     p.add_argument("--out", default="docs/figures/calibration")
     args = ap.parse_args()
-    cmds = {"tem": cmd_tem, "madlib": cmd_madlib, "figures": cmd_figures, "choose": cmd_choose}
+    cmds = {"tem": cmd_tem, "madlib": cmd_madlib, "figures": cmd_figures, "choose": cmd_choose, "table": cmd_table}
     cmds.update({"pack": cmd_pack, "gpu": cmd_gpu, "gpu-figures": cmd_gpu_figures})
     cmds[args.cmd](args)
 

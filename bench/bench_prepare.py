@@ -11,6 +11,7 @@ own resource usage (``os.wait4``); the load average is read before and after eac
     python bench/bench_prepare.py -m calibration-madlib -m tem-far --vocabulary words  # README figures
     python bench/bench_prepare.py --vocab-size 100000 -m tem --rounds 3
     python bench/bench_prepare.py --src /work/main/src --src src  # A/B, interleaved
+    python bench/bench_prepare.py --src /tmp/base/src --src src -m tem --rounds 3  # issue 43: the k-NN build, then/now
     python bench/bench_prepare.py -m tem-far --vocab-size 30000 --workers 1,2 --rounds 3  # TEM: 1 vs 2 workers
 
 ``--workers`` (TEM's builds: k-NN tables, far bounds, totals) runs each build once per worker
@@ -51,8 +52,14 @@ QUICK = ("tem", "tem-far", "madlib", "brr", "calibration-tem", "calibration-madl
 #: the child: the worker count first (0: the default), then the ``deniable`` command line
 _CHILD = (
     "import sys\n"
-    "from deniable.mechanisms.tem._shared import set_build_workers\n"
-    "set_build_workers(int(sys.argv.pop(1)) or None)\n"
+    "workers = int(sys.argv.pop(1))\n"
+    "try:\n"
+    "    from deniable.mechanisms.tem._shared import set_build_workers\n"
+    "except ImportError:  # a source tree from before TEM's build workers (--src, A/B)\n"
+    "    if workers:\n"
+    "        raise\n"
+    "else:\n"
+    "    set_build_workers(workers or None)\n"
     "from deniable.cli import main\n"
     "main()\n"
 )

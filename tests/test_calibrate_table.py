@@ -111,6 +111,64 @@ def test_madlib_curve_is_monotone_with_common_random_numbers(emb: Embedding) -> 
     assert table.monotone()
 
 
+def test_ray_shortcut_gives_the_table_of_full_decodes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """madlib's exact decode along each token's noise ray (deniable.calibrate._rays): the same table as
+    decoding every token at every point, most tokens settled without a decode; the exact faiss index and
+    Mahalanobis noise (a linear map of madlib's: a ray too) as well."""
+    from deniable.calibrate import _rays
+
+    made: list[_rays.RayDecodes] = []
+
+    class Counting(_rays.RayDecodes):
+        def __init__(self, ids: np.ndarray) -> None:
+            super().__init__(ids)
+            made.append(self)
+
+    monkeypatch.setattr(_rays, "RayDecodes", Counting)
+    emb = _emb(400, dim=5, seed=11)
+    for name, options in (("madlib", {}), ("madlib", {"index": "flat"}), ("mahalanobis", {})):
+        made.clear()
+        fast = build_table(emb, name, options, tokens=1024)
+        full = build_table(emb, name, options, tokens=1024, ray_shortcut=False)
+        assert fast.to_json() == full.to_json()
+        (rays,) = made
+        assert rays.settled > 2 * rays.decoded  # the point of it
+        assert rays.decoded + rays.settled == 1024 * len(fast.points)
+
+
+def test_ray_shortcut_outputs_are_the_mechanism_s_own() -> None:
+    """Point by point, in any order (bracketed, above, below): what mech.privatize releases."""
+    from deniable.calibrate._common import statistics_generator
+    from deniable.calibrate._rays import RayDecodes
+
+    emb = _emb(300, dim=4, seed=2)
+    ids = reference_ids(emb.size, 2000)
+    rays = RayDecodes(ids)
+    for eps in (4.0, 16.0, 8.0, 5.5, 11.0, 2.0, 30.0, 9.5, 8.0):
+        mech = make_mechanism("madlib", emb, eps)
+        got = rays.privatize(mech, statistics_generator(7))
+        want = mech.privatize(ids, statistics_generator(7))
+        assert got is not None and np.array_equal(got, want)
+    assert rays.settled > 0
+
+
+def test_ray_shortcut_stays_out_of_what_it_cannot_prove() -> None:
+    """An approximate decode, a non-uniform prior or another mechanism: privatized in full (None)."""
+    from deniable.calibrate._common import statistics_generator
+    from deniable.calibrate._rays import RayDecodes
+
+    emb = _emb(200, dim=4, seed=4)
+    rays = RayDecodes(reference_ids(emb.size, 256))
+    for mech in (
+        make_mechanism("madlib", emb, 5.0, index="hnsw"),
+        make_mechanism("madlib", emb, 5.0, prior="zipf"),
+        make_mechanism("tem", emb, 2.0),
+        make_mechanism("vickrey", emb, 5.0),
+    ):
+        assert rays.privatize(mech, statistics_generator(1)) is None
+    assert not rays.done
+
+
 # -- resolution: the largest epsilon whose upper bound meets the target, never past a failure -----
 
 

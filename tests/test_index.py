@@ -44,8 +44,8 @@ def test_exact_default_blocks_give_the_words_of_other_shapes() -> None:
     r = np.random.default_rng(1)
     x, q = r.normal(size=(40_000, 50)).astype(np.float32), r.normal(size=(600, 50)).astype(np.float32)
     d, i = ExactIndex(x).search(q, 1)
-    assert (ExactIndex(x).vocab_block, ExactIndex(x).query_block) == (8192, 256)
-    for vb, qb in [(2048, 256), (16384, 256), (1000, 512), (40_000, 600)]:  # older defaults, smaller, one block
+    assert (ExactIndex(x).vocab_block, ExactIndex(x).query_block) == (2048, 1024)
+    for vb, qb in [(8192, 256), (2048, 256), (16384, 256), (1000, 512), (40_000, 600)]:  # older defaults, one block
         d2, i2 = ExactIndex(x, vocab_block=vb, query_block=qb).search(q, 1)
         np.testing.assert_array_equal(i2, i)
         np.testing.assert_allclose(d2, d, rtol=1e-5, atol=1e-5)

@@ -541,13 +541,14 @@ def test_madlib_decode_choice_takes_over_the_old_cache(monkeypatch: pytest.Monke
 
     monkeypatch.setattr(tuned, "MIN_SIZE", 0)
     emb = make_tiny_embedding(300, 4, seed=65)
-    key = "madlib epsilon=3.0; target=0.99; samples=2000; ladder=[64, 128, 256, 512]; hnsw m=32 efc=100"
+    # (the old file's key names the ladder: a choice made over another ladder is not taken over)
+    key = "madlib epsilon=3.0; target=0.99; samples=2000; ladder=[64]; hnsw m=32 efc=100"
     emb.cache_path("decode-choices.json").parent.mkdir(parents=True, exist_ok=True)
-    emb.cache_path("decode-choices.json").write_text(json.dumps({key: [256, 0.995]}))
+    emb.cache_path("decode-choices.json").write_text(json.dumps({key: [64, 0.995]}))
     monkeypatch.setattr(tuned, "FlatIndex", None)  # a measurement would fail
     (_, info) = prepare(emb, ["madlib"], options={"epsilon": 3.0}, show_progress=False)
-    assert json.loads(info.file("choice.json").read_text()) == {"ef_search": 256, "agreement": 0.995}
-    assert MultivariateLaplace(emb, 3.0).search_index.ef_search == 256  # type: ignore[attr-defined]
+    assert json.loads(info.file("choice.json").read_text()) == {"ef_search": 64, "agreement": 0.995}
+    assert MultivariateLaplace(emb, 3.0).search_index.ef_search == 64  # type: ignore[attr-defined]
 
 
 def test_cli_prepare_brr_hnsw_and_madlib_epsilons(

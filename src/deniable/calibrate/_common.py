@@ -21,7 +21,15 @@ from .._validation import check_int
 if TYPE_CHECKING:
     from ..embedding import Vocabulary
 
-__all__ = ["DEFAULT_ETA", "WordsArg", "resolve_words", "statistics_generator"]
+__all__ = [
+    "DEFAULT_ETA",
+    "NEAR_K",
+    "WordsArg",
+    "cosines",
+    "nearest_other_words",
+    "resolve_words",
+    "statistics_generator",
+]
 
 #: Default eta of the eta-support: the smallest set of outputs carrying >= 95% of the mass.
 DEFAULT_ETA = 0.05
@@ -79,3 +87,39 @@ def resolve_words(
             "words", f"<{int((ids < 0).sum())} word(s) not shown>", "words in the embedding's vocabulary"
         )
     return ids
+
+
+# -- the reference words' geometry (calibration tables) ------------------------------------------
+
+
+def cosines(embedding: Vocabulary, a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    """The cosine of each pair of rows ``(a[i], b[i])`` of the embedding (0 where a vector is zero)."""
+    vecs = embedding.vectors  # type: ignore[attr-defined]
+    x = np.asarray(vecs[a], dtype=np.float64)
+    y = np.asarray(vecs[b], dtype=np.float64)
+    num = np.einsum("ij,ij->i", x, y)
+    den = np.linalg.norm(x, axis=1) * np.linalg.norm(y, axis=1)
+    return np.divide(num, den, out=np.zeros_like(num), where=den > 0)
+
+
+#: A replacement among the input's this many nearest other words (Euclidean, the embedding's own
+#: vectors) counts as "near": the text keeps its meaning there.
+NEAR_K = 10
+
+
+def nearest_other_words(
+    embedding: Vocabulary, ids: npt.NDArray[np.int64], k: int = NEAR_K
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """``(words, nn)``: the distinct ``ids`` (sorted) and, per row, its ``k`` nearest other words
+    (exact Euclidean search; -1 pads a vocabulary smaller than ``k + 1``)."""
+    from ..index.exact import ExactIndex
+
+    vecs = np.asarray(embedding.vectors, dtype=np.float32)  # type: ignore[attr-defined]
+    words = np.unique(ids)
+    kk = min(k + 1, embedding.size)
+    _, found = ExactIndex(vecs).search(vecs[words], kk)
+    nn = np.full((words.size, k), -1, dtype=np.int64)
+    for r in range(words.size):  # drop the word itself (it is not always first when vectors coincide)
+        others = found[r][found[r] != words[r]][:k]
+        nn[r, : others.size] = others
+    return words, nn

@@ -44,6 +44,7 @@ from .._errors import InvalidParameterError, NotPrivateWarning
 from .._progress import progress
 from ..artefacts import register_kind
 from ..mechanisms._options import EPSILON_HUGE
+from ._common import NEAR_K, cosines, nearest_other_words
 from .terms import MOST, Strength, Target, parse_target
 
 if TYPE_CHECKING:
@@ -74,7 +75,9 @@ log = logging.getLogger("deniable.calibrate")
 #: The artefact kind of a calibration table (see :mod:`deniable.artefacts`).
 CALIBRATION_KIND = "calibration"
 #: Version of the table's format and method (part of the artefact's parameters).
-TABLE_VERSION = 3  # 2: attacker recovery per point; 3: the grid bisected where any target's measure moves
+#: 2: attacker recovery per point; 3: the grid bisected where any target's measure moves;
+#: 4: madlib's auto decode changed (HNSW only at efSearch 64, exact below 250k words)
+TABLE_VERSION = 4
 #: Reference tokens per epsilon (95% Clopper-Pearson half-width <= 1.6 points).
 DEFAULT_TOKENS = 4096
 #: Reference tokens of a one-epsilon estimate when no table is prepared.
@@ -146,59 +149,30 @@ class CalibrationPoint:
         return None if self.near is None else self.unchanged + self.near
 
 
-def _cosines(embedding: Vocabulary, a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-    vecs = embedding.vectors  # type: ignore[attr-defined]
-    x = np.asarray(vecs[a], dtype=np.float64)
-    y = np.asarray(vecs[b], dtype=np.float64)
-    num = np.einsum("ij,ij->i", x, y)
-    den = np.linalg.norm(x, axis=1) * np.linalg.norm(y, axis=1)
-    return np.divide(num, den, out=np.zeros_like(num), where=den > 0)
-
-
-#: A replacement among the input's this many nearest other words (Euclidean, the embedding's own
-#: vectors) counts as "near": the text keeps its meaning there.
-NEAR_K = 10
-
-
-def nearest_other_words(
-    embedding: Vocabulary, ids: npt.NDArray[np.int64], k: int = NEAR_K
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """``(words, nn)``: the distinct ``ids`` (sorted) and, per row, its ``k`` nearest other words
-    (exact Euclidean search; -1 pads a vocabulary smaller than ``k + 1``)."""
-    from ..index.exact import ExactIndex
-
-    vecs = np.asarray(embedding.vectors, dtype=np.float32)  # type: ignore[attr-defined]
-    words = np.unique(ids)
-    kk = min(k + 1, embedding.size)
-    _, found = ExactIndex(vecs).search(vecs[words], kk)
-    nn = np.full((words.size, k), -1, dtype=np.int64)
-    for r in range(words.size):  # drop the word itself (it is not always first when vectors coincide)
-        others = found[r][found[r] != words[r]][:k]
-        nn[r, : others.size] = others
-    return words, nn
-
-
 def evaluate_point(
     mech: Mechanism,
     ids: npt.NDArray[np.int64],
     seed: int = PUBLIC_SEED,
     neighbours: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None,
+    outputs: npt.NDArray[np.int64] | None = None,
 ) -> CalibrationPoint:
     """Privatize the reference ``ids`` once with ``mech`` (seeded: statistics, not a release).
 
     ``neighbours`` (:func:`nearest_other_words`): also count the replacements that are near.
+    ``outputs``: what that privatization releases, found otherwise (:mod:`._rays`).
     """
     from ._common import statistics_generator
     from ._intervals import clopper_pearson
     from .recovery import reference_recovery
 
-    out = np.asarray(mech.privatize(ids, statistics_generator(seed + 1)), dtype=np.int64)
+    found = mech.privatize(ids, statistics_generator(seed + 1)) if outputs is None else outputs
+    out = np.asarray(found, dtype=np.int64)
     same = out == ids
     k, n = int(same.sum()), int(ids.size)
     lo, hi = clopper_pearson(np.array([k]), np.array([n]), CONFIDENCE)
     sim = csim = None
     if hasattr(mech.embedding, "vectors"):
-        cos = _cosines(mech.embedding, ids, out)
+        cos = cosines(mech.embedding, ids, out)
         cos[same] = 1.0
         sim = float(cos.mean())
         csim = float(cos[~same].mean()) if k < n else None
@@ -479,6 +453,7 @@ def build_table(
     tokens: int = DEFAULT_TOKENS,
     epsilons: Sequence[float] | None = None,
     show_progress: bool | None = None,
+    ray_shortcut: bool = True,
 ) -> CalibrationTable:
     """Measure the curve of mechanism ``name`` on ``embedding`` (public data only; seeded, deterministic).
 
@@ -486,6 +461,7 @@ def build_table(
     the share saturates), refined to steps of 9% where the share moves, then bisected where the
     unchanged or recovered shares still move by more than 1.5 points (steps down to 1.1%,
     :data:`MAX_POINTS` at most).
+    ``ray_shortcut``: decode only the tokens madlib's exact decode can change (:mod:`._rays`; same table).
     """
     import warnings
 
@@ -493,21 +469,36 @@ def build_table(
 
     # the registry, not deniable.mechanisms: make_mechanism resolves epsilon="auto" through this module
     from ..mechanisms.registry import mechanism_class, validate_options
+    from ._rays import RayDecodes, evaluate_group
 
     check_int("tokens", tokens, minimum=16)
     opts = validate_options(name, dict(options or {}))
     ids = reference_ids(embedding.size, tokens)
     neighbours = nearest_other_words(embedding, ids) if hasattr(embedding, "vectors") else None
     points: dict[float, CalibrationPoint] = {}
+    rays = RayDecodes(ids) if ray_shortcut else None
 
-    def run(eps: float) -> CalibrationPoint:
+    first: list[Mechanism] = []  # TEM's points share the reference words' k-NN tables (tested)
+
+    def make(eps: float) -> Mechanism:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", NotPrivateWarning)
             mech = mechanism_class(name)(embedding, epsilon=eps, **opts)  # type: ignore[call-arg]
-        p = evaluate_point(mech, ids, neighbours=neighbours)
-        points[p.epsilon] = p
-        log.info("calibration %s: epsilon %g -> %.1f%% unchanged", name, eps, 100 * p.unchanged)
-        return p
+        if first and hasattr(mech, "share_knn_tables"):  # (public words; tables are epsilon-free)
+            mech.share_knn_tables(first[0])
+        first[:1] = first[:1] or [mech]
+        return mech
+
+    def evaluate(mech: Mechanism, outputs: npt.NDArray[np.int64] | None) -> CalibrationPoint:
+        return evaluate_point(mech, ids, neighbours=neighbours, outputs=outputs)
+
+    def run(group: Sequence[float], advance: Any) -> CalibrationPoint:
+        found = evaluate_group(group, make, evaluate, rays, PUBLIC_SEED + 1)
+        points.update((p.epsilon, p) for p in found)
+        advance(len(found))
+        for p in found:
+            log.info("calibration %s: epsilon %g -> %.1f%% unchanged", name, p.epsilon, 100 * p.unchanged)
+        return found[-1]
 
     # progress in epsilon points (coarse grid first, then the refined ones: the total grows);
     # a function of public work only (the embedding, the mechanism, the reference tokens)
@@ -516,28 +507,22 @@ def build_table(
     with progress(len(grid), what, enabled=show_progress) as advance:
         if epsilons is not None:
             for e in grid:
-                run(e)
-                advance(1)
+                run([e], advance)
         else:
             for e in COARSE:
-                saturated = run(e).unchanged >= SATURATED
-                advance(1)
-                if saturated:
+                if run([e], advance).unchanged >= SATURATED:
                     break
             refined = _grid_refined(points)
             advance.set_total(len(points) + len(refined))
-            for e in refined:
-                run(e)
-                advance(1)
+            if refined:
+                run(refined, advance)
             while bisect := _grid_bisected(points, MAX_POINTS - len(points)):
                 advance.set_total(len(points) + len(bisect))
-                for e in bisect:
-                    run(e)
-                    advance(1)
+                run(bisect, advance)
     random_sim = None
     if hasattr(embedding, "vectors"):
         other = reference_ids(embedding.size, tokens, PUBLIC_SEED + 2)
-        random_sim = float(_cosines(embedding, ids, other).mean())
+        random_sim = float(cosines(embedding, ids, other).mean())
     return CalibrationTable(
         mechanism=name,
         options=table_key_options(name, opts),

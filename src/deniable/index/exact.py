@@ -10,30 +10,48 @@ from ._base import check_queries
 
 #: Up to this many neighbours a block is searched by repeated argmin instead of argpartition.
 _SMALL_K = 4
+#: The fewest rows a block of queries gets when a batch is split across decode workers.
+_MIN_SPLIT = 256
 #: Rows transposed at a time into the augmented matrix (the source and target blocks stay in
 #: cache: 21 ms instead of 78 ms for GloVe's 336k x 50 in one pass, part of every start-up).
 _TRANSPOSE_ROWS = 512
 
 
+def row_block(m: int, query_block: int, workers: int) -> int:
+    """The rows of each block of a batch of ``m`` queries: equal blocks of at most ``query_block``
+    rows, as many as ``workers`` (a multiple of them) where each keeps >= :data:`_MIN_SPLIT` rows."""
+    blocks = -(-m // max(1, query_block))
+    if workers > 1:
+        blocks = max(blocks, min(workers, m // _MIN_SPLIT))
+        if blocks > workers and blocks % workers and -(-blocks // workers) * workers * _MIN_SPLIT <= m:
+            blocks = -(-blocks // workers) * workers
+    return max(1, -(-m // max(1, blocks)))
+
+
 class ExactIndex:
     """Exact L2 search by blocked matrix products in numpy.
 
-    Distances are ``|y|^2 - 2 q.y + |q|^2``, computed for ``query_block`` queries
-    against ``vocab_block`` rows at a time, so memory stays at ``query_block * vocab_block``
-    floats whatever V is (256 x 8,192: an 8 MB block; on an idle machine 185 GFLOP/s per thread on
-    336k words against 159 with 256 x 2,048, ``bench/bench_exact_peak.py``). The vocabulary is
-    stored once more as the augmented matrix
-    ``[-2 y, |y|^2]`` (transposed), so one matrix product of ``[q, 1]`` with it gives
-    ``|y|^2 - 2 q.y`` with no extra pass over the block (about 1.6x faster than
-    multiply-then-add; memory ``V * (d + 1)`` floats). The nearest word (``k=1``) keeps no
-    running best: each block's argmin and its distance are stored (a few calls per block) and
+    Distances are ``|y|^2 - 2 q.y + |q|^2``, computed for a block of up to ``query_block``
+    queries against ``vocab_block`` rows at a time, so memory stays at ``query_block * vocab_block``
+    floats whatever V is (1,024 x 2,048: an 8 MB block, as 256 x 8,192 before). The vocabulary is
+    stored once more as the augmented matrix ``[-2 y, |y|^2]`` (transposed), so one matrix product
+    of ``[q, 1]`` with it gives ``|y|^2 - 2 q.y`` with no extra pass over the block (about 1.6x
+    faster than multiply-then-add; memory ``V * (d + 1)`` floats). The nearest word (``k=1``) keeps
+    no running best: each block's argmin and its distance are stored (a few calls per block) and
     the blocks are compared once at the end (the first block on ties: the lowest id).
-    With the running best of before (a few fancy-indexed updates per block) it ran at 164 GFLOP/s
-    per thread on 336k words (256 x 2,048 blocks), this at 182 (a scratch run on a loaded machine, CPU
-    time, same words and distances); ``bench/bench_exact_peak.py`` sets it against the CPU's sgemm.
+
+    Why 1,024 queries a block: BLAS packs the vocabulary block afresh in every product, and that
+    packing is paid once per block of queries; with 51-long rows it costs about 1/nq of the
+    product (a 256-query product ran at 0.72x of the CPU's square sgemm, a 1,024-query one at
+    0.9x, ``bench/bench_exact_peak.py``). A batch is cut into equal blocks (3,000 rows: 3 blocks of
+    1,000, not 1,024 + 1,024 + 952), into at least as many blocks as decode workers (a multiple
+    of them) where each keeps >= ``_MIN_SPLIT`` rows; the vocabulary into equal blocks of at most
+    ``vocab_block`` rows (5,000 words: 3 x 1,667, not 2,048 + 2,048 + 904). The words do not depend
+    on the blocking but at float32 near-ties: BLAS may round a distance differently in its last bit
+    at another position of a block (its kernel's edges), as between any two shapes before.
     """
 
-    def __init__(self, vectors: npt.ArrayLike, *, vocab_block: int = 8192, query_block: int = 256) -> None:
+    def __init__(self, vectors: npt.ArrayLike, *, vocab_block: int = 2048, query_block: int = 1024) -> None:
         self._x = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32))
         sq = np.einsum("ij,ij->i", self._x, self._x, dtype=np.float32)
         self._aug = np.empty((self._x.shape[1] + 1, self._x.shape[0]), dtype=np.float32)
@@ -57,12 +75,15 @@ class ExactIndex:
         out_d = np.empty((m, k), dtype=np.float32)
         out_i = np.empty((m, k), dtype=np.int64)
 
+        workers = decode_workers()
+        size = row_block(m, self.query_block, workers)
+
         def one(s: int) -> None:
-            qb = q[s : s + self.query_block]
+            qb = q[s : s + size]
             out_d[s : s + len(qb)], out_i[s : s + len(qb)] = self._search_block(qb, k)
 
-        starts = range(0, m, self.query_block)
-        workers = min(decode_workers(), len(starts))
+        starts = range(0, m, size)
+        workers = min(workers, len(starts))
         if workers <= 1:
             for s in starts:
                 one(s)
@@ -128,8 +149,8 @@ class ExactIndex:
         distance there (``take`` of the flat buffer); the blocks' winners are compared once at
         the end (argmin over blocks: the first, i.e. the lowest id, on ties)."""
         nq = qa.shape[0]
-        vb = self.vocab_block
-        nb = -(-self.ntotal // vb)
+        nb = -(-self.ntotal // self.vocab_block)
+        vb = -(-self.ntotal // nb)  # equal blocks (5,000 words: 3 x 1,667, not 2,048 + 2,048 + 904)
         block_d = np.empty((nb, nq), dtype=np.float32)
         block_j = np.empty((nb, nq), dtype=np.intp)
         width = min(vb, self.ntotal)

@@ -47,12 +47,17 @@ __all__ = [
     "write_choice",
 ]
 
-#: efSearch values tried, cheapest first. Beyond 512 HNSW is no faster per thread than
-#: exact search on GloVe 6B 50-d, so the ladder stops there.
-DEFAULT_LADDER: tuple[int, ...] = (64, 128, 256, 512)
+#: efSearch values tried, cheapest first: only those faster than the exact decode. Measured
+#: 2026-11-29 (one thread, 4,096 noisy GloVe 6B 50-d queries, the exact decode of
+#: :class:`~deniable.index.exact.ExactIndex`): on all 336,158 words HNSW took 0.63x the exact
+#: decode's time at efSearch 64, 1.21x at 128 and 2.35x at 256, so the ladder stops at 64
+#: (until then (64, 128, 256, 512), set when the exact decode was ~4x slower; docs/madlib.md).
+DEFAULT_LADDER: tuple[int, ...] = (64,)
 
-#: Vocabularies smaller than this are decoded exactly by default (fast there; nothing to prepare).
-MIN_SIZE = 50_000
+#: Vocabularies smaller than this are decoded exactly by default (faster there than HNSW at any
+#: efSearch, and nothing to prepare). Measured as above: efSearch 64 took 1.67x the exact
+#: decode's time on 50,000 words, 1.45x on 100,000 and 0.90x on 200,000 (until 2026-11-29: 50,000).
+MIN_SIZE = 250_000
 
 #: The prepared-artefact kind of a decode choice (madlib's ``index="auto"``), and its file.
 DECODE_CHOICE_KIND = "decode-choice"

@@ -15,9 +15,9 @@ given the noisy observation ``v`` is
 byte-identical outputs under a seed). The decoders here read only the noisy rows, the public
 vectors / codes, epsilon and the public prior: never the input word.
 
-Everything is a full scan (exact): blocked GEMMs (``[q, 1, |q|^2] @ [-2 y; |y|^2; 1]`` gives the
-squared distances in one product), a square root and one bias vector per block, a running
-best; memory stays at ``query_block * vocab_block`` floats.
+Everything is a full scan (exact): blocked GEMMs (``[q, 1] @ [-2 y; |y|^2]``, the nearest decode's
+product, then ``+ |q|^2``), a square root and one bias vector where a word can still win;
+memory stays at ``query_block * vocab_block`` floats.
 
 May import: numpy, :mod:`deniable._errors`, :mod:`deniable.priors`, :mod:`deniable.index` (faiss's exact binary search).
 """
@@ -191,25 +191,34 @@ class PosteriorDecoder:
     equal to it under a uniform prior). :meth:`top` returns the best ``k`` (1 or 2) ids and scores.
 
     Exact, by a full scan with a proof of what it skips. The columns are held in increasing
-    penalty, cut into segments (``_HEAD`` words, then doubling widths up to a vocabulary block,
-    then one segment per block). Pass 1 is the nearest decode's work: per vocabulary block one GEMM
-    of squared distances and its argmin (one per segment in the first block): each segment's
-    smallest distance ``dmin_h`` at its column ``j_h``; the first segment (the most probable words)
-    is scored exactly there, from the same distances. ``S_h = sqrt(dmin_h) + pen(j_h)`` is a real
-    score (the best of them and the head's the first answer ``U``) and ``LB_h = sqrt(dmin_h) +
-    pen(a_h)`` (``a_h`` the segment's first column) a bound no word of ``h`` beats. Pass 2 scores
-    exactly, per row, only the segments with ``LB_h <= U``, and of those only the columns before
-    ``j_h`` (every later column has a distance >= ``dmin_h`` and a penalty >= ``pen(j_h)``: it
-    cannot beat ``S_h``); ``k = 2`` scans such segments whole. Ties go to the lowest column
-    (penalty order, then vocabulary order); a tolerance keeps float32 rounding on the safe side.
-    Rows are split across :func:`deniable._threads.decode_workers` threads of one BLAS thread
-    each, as the exact index does. Memory: ``query_block * vocab_block`` floats and ``rows x
-    segments`` per chunk of rows. ``bench/bench_prior_decode.py``: 0.85-0.86x of the nearest
-    decode's tokens/s at 50k and 336k words, 0.67x at 5k (one thread, same run, idle machine).
+    penalty, cut into segments (``_HEAD`` words, then up to ``_DOUBLINGS`` doubling widths, then
+    equal segments of at most a vocabulary block). Pass 1 is the nearest decode's work
+    (:class:`~deniable.index.ExactIndex`: the same product ``[q, 1] @ [-2 y; |y|^2]`` on blocks
+    of the same shape, 1,024 rows x 2,048 words, and one argmin per segment): each segment's
+    smallest squared distance ``dmin_h`` at its column ``j_h``; the first segment (the most
+    probable words) is scored exactly there, from the same distances. ``S_h = sqrt(dmin_h) +
+    pen(j_h)`` is a real score (the best of them and the head's the first answer ``U``) and a
+    column ``c`` of ``h`` scores at least ``sqrt(dmin_h) + pen(c)``. Pass 2 (``k = 1``) scores
+    exactly, per row, only the columns of a segment with ``pen(c) <= U - sqrt(dmin_h)`` (a prefix:
+    the penalties increase) and before ``j_h`` (every later column has a distance >= ``dmin_h``
+    and a penalty >= ``pen(j_h)``: it cannot beat ``S_h``), the rows of a segment grouped by the
+    columns they need (``_PASS2_GROUPS`` products); ``k = 2`` scans segments whose bound
+    ``sqrt(dmin_h) + pen(a_h)`` is below the second best whole. Ties go to the lowest column
+    (penalty order, then vocabulary order); a tolerance keeps float32 rounding on the safe side,
+    and every score is the same arithmetic (the product, ``+ |q|^2``, a square root, the
+    penalty). Rows are split across :func:`deniable._threads.decode_workers` threads of one
+    BLAS thread each, as the exact index does. Memory: ``query_block * vocab_block`` floats and
+    ``rows x segments`` per chunk of rows. ``bench/bench_prior_decode.py`` (one thread, same run,
+    2026-11-29 at load 6-7 on 2 cores): 0.95x of the nearest decode's tokens per CPU-second at
+    50k words, 0.97x at 336k, 0.78x at 5k.
     """
 
     #: the most probable words: the first segment, scored exactly in pass 1 (then doubling widths)
     _HEAD = 256
+    #: segments of doubling widths after the head, at most (then equal segments of a vocabulary block)
+    _DOUBLINGS = 3
+    #: pass 2 (k = 1): the rows of a segment scored in this many products (by the columns they need)
+    _PASS2_GROUPS = 4
     #: rows decoded together (pass 1 then pass 2: numpy's per-call cost amortised), at most
     _SCAN_ROWS = 8192
     #: rows x segments held per chunk of rows, at most (the chunk shrinks for a large vocabulary)
@@ -222,8 +231,8 @@ class PosteriorDecoder:
         epsilon: float,
         *,
         transform: npt.NDArray[np.float64] | None = None,
-        vocab_block: int = 8192,
-        query_block: int = 256,
+        vocab_block: int = 2048,
+        query_block: int = 1024,
     ) -> None:
         x: np.ndarray = np.asarray(vectors, dtype=np.float64 if transform is not None else np.float32)
         if transform is not None:
@@ -240,21 +249,24 @@ class PosteriorDecoder:
         self.query_block = int(query_block)
         self.vocab_block = min(int(vocab_block), self.ntotal)
         sq = np.einsum("ij,ij->i", x32, x32, dtype=np.float32)
-        # [-2 y; |y|^2; 1] so that [q, 1, |q|^2] @ aug = |q - y|^2 in one product
-        self._aug = np.empty((self.d + 2, self.ntotal), dtype=np.float32)
+        # [-2 y; |y|^2]: [q, 1] @ aug = |y|^2 - 2 q.y, the nearest decode's product (ExactIndex)
+        self._aug = np.empty((self.d + 1, self.ntotal), dtype=np.float32)
         self._aug[: self.d] = -2.0 * x32.T
         self._aug[self.d] = sq
-        self._aug[self.d + 1] = 1.0
         big = np.finfo(np.float32).max
         self._penalty = np.minimum(self.penalty64[self._order], big).astype(np.float32)  # sorted
-        # segments: _HEAD columns, then doubling widths up to a vocabulary block, then one per block
-        # (no segment straddles two blocks)
-        bounds = set(range(0, self.ntotal, self.vocab_block)) | {self.ntotal}
+        # segments: _HEAD columns, then doubling widths up to a vocabulary block (at most _DOUBLINGS
+        # of them), then equal segments of at most a vocabulary block (5,000 words: 256, 256, 512, 1,024,
+        # 1,476 and 1,476)
+        bounds = [0]
         width = min(self._HEAD, self.vocab_block)
-        while width < self.vocab_block:
-            bounds.add(min(width, self.ntotal))
-            width *= 2
-        self._segments = np.asarray(sorted(bounds), dtype=np.int64)
+        while bounds[-1] + width < self.vocab_block and len(bounds) <= self._DOUBLINGS:
+            bounds.append(bounds[-1] + width)
+            width = bounds[-1]
+        rest = self.ntotal - bounds[-1]
+        parts = max(1, -(-rest // self.vocab_block))
+        bounds += [bounds[-1] + -(-rest * i // parts) for i in range(1, parts + 1)]
+        self._segments = np.asarray(bounds, dtype=np.int64)
 
     def _prepare(self, noisy: npt.ArrayLike) -> npt.NDArray[np.float32]:
         q: np.ndarray = np.asarray(noisy, dtype=np.float64 if self.transform is not None else np.float32)
@@ -269,28 +281,27 @@ class PosteriorDecoder:
         from concurrent.futures import ThreadPoolExecutor
 
         from .._threads import decode_workers, one_blas_thread
+        from ..index.exact import row_block
 
         q = self._prepare(noisy)
         n = q.shape[0]
         kk = min(k, self.ntotal)
         out_s = np.empty((n, kk), dtype=np.float32)
         out_i = np.empty((n, kk), dtype=np.int64)
-        qa = np.empty((n, self.d + 2), dtype=np.float32)
+        qa = np.empty((n, self.d + 1), dtype=np.float32)
         qa[:, : self.d] = q
         qa[:, self.d] = 1.0
-        qa[:, self.d + 1] = np.einsum("ij,ij->i", q, q, dtype=np.float32)
+        qsq = np.einsum("ij,ij->i", q, q, dtype=np.float32)
         groups = len(self._segments) - 1
-        chunk = max(self.query_block, min(self._SCAN_ROWS, self._CHUNK_CELLS // groups))
-        chunk -= chunk % self.query_block
-        if n > chunk:  # at least two chunks per worker when there are several workers
-            chunk = max(self.query_block, min(chunk, -(-n // (2 * decode_workers()))))
+        workers = decode_workers()
+        chunk = row_block(n, max(self.query_block, min(self._SCAN_ROWS, self._CHUNK_CELLS // groups)), workers)
 
         def one(s: int) -> None:
-            sc, col = self._decode_rows(qa[s : s + chunk], kk)
+            sc, col = self._decode_rows(qa[s : s + chunk], qsq[s : s + chunk], kk)
             out_s[s : s + chunk], out_i[s : s + chunk] = sc, self._order[col]
 
         starts = range(0, n, chunk)
-        workers = min(decode_workers(), len(starts))
+        workers = min(workers, len(starts))
         if workers <= 1:
             for s in starts:
                 one(s)
@@ -341,114 +352,157 @@ class PosteriorDecoder:
                 out[r : r + 64][better] = arg[better] + a
         return self._order[out]
 
-    def _decode_rows(self, qa: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """The best ``k`` (scores, sorted columns) of the augmented rows ``qa``, exactly."""
-        seg_d, seg_j, head_s, head_c = self._pass1(qa, k)
+    def _decode_rows(self, qa: np.ndarray, qsq: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The best ``k`` (scores, sorted columns) of the augmented rows ``qa`` (``|q|^2``: ``qsq``), exactly."""
+        seg_d, seg_j, head_s, head_c = self._pass1(qa, qsq, k)
         segs = self._segments
         starts = segs[:-1]
         root = np.sqrt(np.maximum(seg_d, 0.0))
-        lower = root + self._penalty[starts][None, :]  # no word of segment h scores below it
         cand = root + self._penalty[starts[None, :] + seg_j]  # the score of segment h's nearest word
         nq = qa.shape[0]
         rows = np.arange(nq)
         if k == 1:
-            cand[:, 0] = head_s[:, 0]  # the first segment is scored already
-            seg_j[:, 0] = head_c[:, 0]
-            h = np.argmin(cand, axis=1)  # the lowest segment on ties: the lowest column
-            best_s = cand[rows, h]
-            best_c = starts[h] + seg_j[rows, h]
-            bound = best_s
-        else:
-            both = np.concatenate([head_s, cand[:, 1:]], axis=1)  # distinct words: k-th best is a bound
-            bound = np.partition(both, k - 1, axis=1)[:, k - 1]
-            best_s, best_c = head_s.copy(), head_c.copy()
+            return self._pass2_nearest(qa, qsq, root, cand, seg_j, head_s, head_c)
+        # k = 2 (vickrey): pass 2 scores whole segments whose bound is below the second best
+        lower = root + self._penalty[starts][None, :]  # no word of segment h scores below it
+        both = np.concatenate([head_s, cand[:, 1:]], axis=1)  # distinct words: k-th best is a bound
+        bound = np.partition(both, k - 1, axis=1)[:, k - 1]
+        best_s, best_c = head_s.copy(), head_c.copy()
         tol = np.float32(1e-4) * (np.abs(bound) + 1.0)
         active = lower <= (bound + tol)[:, None]
         active[:, 0] = False
-        if k == 1:
-            active &= seg_j > 0  # only the columns before j_h can beat S_h
         for g in np.flatnonzero(active.any(axis=0)):
             sel = rows[active[:, g]]
-            if k == 1:  # the answer may have improved since: the bound again
-                sel = sel[lower[sel, g] <= best_s[sel] + tol[sel]]
-                if sel.size == 0:
-                    continue
-            a = int(starts[g])
-            b = a + int(seg_j[sel, g].max()) if k == 1 else int(segs[g + 1])
-            sc = self._scores_range(qa[sel], a, b)
+            a, b = int(starts[g]), int(segs[g + 1])
+            sc = self._scores_range(qa[sel], qsq[sel], a, b)
             cs, cc = _smallest(sc, min(k, b - a))
             cc += a
-            if k == 1:
-                s1, c1 = cs[:, 0], cc[:, 0]
-                cur_s, cur_c = best_s[sel], best_c[sel]
-                better = (s1 < cur_s) | ((s1 == cur_s) & (c1 < cur_c))
-                best_s[sel[better]] = s1[better]
-                best_c[sel[better]] = c1[better]
-                continue
             both_s = np.concatenate([best_s[sel], cs], axis=1)
             both_c = np.concatenate([best_c[sel], cc], axis=1)
             pick = np.lexsort((both_c, both_s), axis=1)[:, :k]
             best_s[sel] = np.take_along_axis(both_s, pick, axis=1)
             best_c[sel] = np.take_along_axis(both_c, pick, axis=1)
-        if k == 1:
-            return best_s[:, None], best_c[:, None]
         return best_s, best_c
 
-    def _pass1(self, qa: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def _pass2_nearest(
+        self,
+        qa: np.ndarray,
+        qsq: np.ndarray,
+        root: np.ndarray,
+        cand: np.ndarray,
+        seg_j: np.ndarray,
+        head_s: np.ndarray,
+        head_c: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``k = 1``: the best of pass 1 (the head's exact best, each segment's nearest word), then
+        pass 2 on what could beat it. A column ``c`` of segment ``h`` can beat the best ``U`` only
+        if ``sqrt(dmin_h) + pen(c) <= U`` (its distance is >= the segment's smallest): as the
+        penalties increase along the columns, only the columns before the first with
+        ``pen(c) > U - sqrt(dmin_h)``, and before ``j_h`` (a later column scores >= ``S_h``)."""
+        segs = self._segments
+        starts = segs[:-1]
+        cand[:, 0] = head_s[:, 0]  # the first segment is scored already
+        seg_j[:, 0] = head_c[:, 0]
+        rows = np.arange(qa.shape[0])
+        h = np.argmin(cand, axis=1)  # the lowest segment on ties: the lowest column
+        best_s = cand[rows, h]
+        by_seg = seg_j.T  # pass 1's (segments, rows) table: one flat take (a fancy index of the view is slow)
+        best_c = starts[h] + np.take(by_seg.reshape(-1), h * by_seg.shape[1] + rows)
+        reach = best_s + _TOL * (np.abs(best_s) + 1.0)
+        slack = reach[:, None] - root  # pen(c) <= slack: the columns of each segment that can beat U
+        slack[:, 0] = -np.inf
+        lower = self._penalty[starts][None, :]
+        active = (lower <= slack) & (seg_j > 0)
+        for g in np.flatnonzero(active.any(axis=0)):
+            sel = rows[active[:, g]]
+            a, b = int(starts[g]), int(segs[g + 1])
+            # the answer may have improved since: the reach again
+            upto = np.searchsorted(self._penalty[a:b], reach[sel] - root[sel, g], side="right")
+            np.minimum(upto, seg_j[sel, g], out=upto)
+            keep = upto > 0
+            sel, upto = sel[keep], upto[keep]
+            if sel.size == 0:
+                continue
+            order = np.argsort(upto, kind="stable")  # rows by columns needed: a few products, each as wide
+            sel, upto = sel[order], upto[order]  # as its rows need (one far row widens only its group)
+            for part in np.array_split(np.arange(sel.size), min(self._PASS2_GROUPS, sel.size)):
+                rs = sel[part]
+                sc = self._scores_range(qa[rs], qsq[rs], a, a + int(upto[part[-1]]))
+                cs, cc = _smallest(sc, 1)
+                s1, c1 = cs[:, 0], cc[:, 0] + a
+                cur_s, cur_c = best_s[rs], best_c[rs]
+                better = (s1 < cur_s) | ((s1 == cur_s) & (c1 < cur_c))
+                best_s[rs[better]] = s1[better]
+                best_c[rs[better]] = c1[better]
+        return best_s[:, None], best_c[:, None]
+
+    def _pass1(self, qa: np.ndarray, qsq: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Each segment's smallest squared distance and its column in the segment (``(rows, segments)``),
         and the first segment's best ``k`` exact (scores, columns).
 
-        Per vocabulary block: one GEMM into a contiguous buffer and one argmin per segment in it
-        (one for every block past the first): the nearest decode's work."""
+        The nearest decode's work (:class:`~deniable.index.ExactIndex`): per block of rows and
+        segment, one product ``[q, 1] @ [-2 y; |y|^2]`` of the same shape (1,024 x 51 x 2,048 past the
+        head), its argmin and the distance there (``+ |q|^2`` once at the end); the first segment
+        (the head) is scored exactly instead, from the same product (a square root and the penalty)."""
+        from ..index.exact import row_block
+
         n = qa.shape[0]
         segs = self._segments
         groups = len(segs) - 1
-        vb = self.vocab_block
         head = int(segs[1])
         seg_d = np.empty((groups, n), dtype=np.float32)
         seg_j = np.empty((groups, n), dtype=np.intp)
+        seg_d[0] = 0.0  # the head's raw distance is never read (its exact scores are)
+        seg_j[0] = 0
         head_s = np.empty((n, k), dtype=np.float32)
         head_c = np.empty((n, k), dtype=np.int64)
-        qmax = min(self.query_block, n)
-        buf = np.empty(qmax * vb, dtype=np.float32)
+        size = row_block(n, self.query_block, 1)
+        qmax = min(size, n)
+        widest = int(np.diff(segs).max())
+        buf = np.empty(qmax * widest, dtype=np.float32)
         flat = np.empty(qmax, dtype=np.intp)
-        rows = np.arange(qmax, dtype=np.intp)
-        for s in range(0, n, self.query_block):
-            qb = qa[s : s + self.query_block]
+        off = np.arange(qmax, dtype=np.intp)
+        for s in range(0, n, size):
+            qb = qa[s : s + size]
             nq = qb.shape[0]
-            for v0 in range(0, self.ntotal, vb):
-                blk = self._aug[:, v0 : v0 + vb]
-                wb = blk.shape[1]
-                dist = buf[: nq * wb].reshape(nq, wb)
-                np.matmul(qb, blk, out=dist)
-                off = rows[:nq] * wb
-                g0 = int(np.searchsorted(segs, v0, side="right")) - 1
-                g1 = int(np.searchsorted(segs, v0 + wb, side="left"))
-                for g in range(g0, g1):
-                    a, b = int(segs[g]) - v0, int(segs[g + 1]) - v0
-                    jg = seg_j[g, s : s + nq]
-                    np.argmin(dist[:, a:b], axis=1, out=jg)
-                    np.add(jg, off, out=flat[:nq])
-                    if a:
-                        flat[:nq] += a
-                    np.take(buf, flat[:nq], out=seg_d[g, s : s + nq])
-                if v0 == 0:  # the most probable words, scored exactly from the same distances
-                    sc = np.maximum(dist[:, :head], 0.0)
-                    np.sqrt(sc, out=sc)
-                    sc += self._penalty[:head]
-                    hs, hc = _smallest(sc, min(k, head))
+            q2 = qsq[s : s + nq]
+            for g in range(groups):
+                a, b = int(segs[g]), int(segs[g + 1])
+                w = b - a
+                dist = buf[: nq * w].reshape(nq, w)
+                np.matmul(qb, self._aug[:, a:b], out=dist)
+                if g == 0:  # the most probable words, scored exactly from the same distances
+                    dist += q2[:, None]
+                    np.maximum(dist, 0.0, out=dist)
+                    np.sqrt(dist, out=dist)
+                    dist += self._penalty[:head]
+                    hs, hc = _smallest(dist, min(k, head))
                     head_s[s : s + nq, : hs.shape[1]], head_c[s : s + nq, : hs.shape[1]] = hs, hc
                     if hs.shape[1] < k:  # a one-column first segment: no second word in it
                         head_s[s : s + nq, hs.shape[1] :], head_c[s : s + nq, hs.shape[1] :] = np.inf, 0
+                    continue
+                jg = seg_j[g, s : s + nq]
+                dg = seg_d[g, s : s + nq]
+                np.argmin(dist, axis=1, out=jg)
+                np.multiply(off[:nq], w, out=flat[:nq])
+                flat[:nq] += jg
+                np.take(buf, flat[:nq], out=dg)
+        seg_d += qsq[None, :]
         return seg_d.T, seg_j.T, head_s, head_c
 
-    def _scores_range(self, qa: np.ndarray, a: int, b: int) -> np.ndarray:
-        """Exact penalised distances of rows ``qa`` (augmented) to the sorted columns ``a:b``."""
+    def _scores_range(self, qa: np.ndarray, qsq: np.ndarray, a: int, b: int) -> np.ndarray:
+        """Exact penalised distances of rows ``qa`` (augmented; ``|q|^2``: ``qsq``) to the sorted columns
+        ``a:b``: the same arithmetic as pass 1 (the same product, then ``+ |q|^2``, a square root)."""
         sc = qa @ self._aug[:, a:b]
+        sc += qsq[:, None]
         np.maximum(sc, 0.0, out=sc)
         np.sqrt(sc, out=sc)
         sc += self._penalty[a:b]
         return sc
+
+
+#: The relative tolerance of the bounds (float32 rounding kept on the safe side: a bound within it is scanned).
+_TOL = np.float32(1e-4)
 
 
 def _smallest(sc: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

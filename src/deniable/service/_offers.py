@@ -39,6 +39,10 @@ def key(name: str, epsilon: float | str, variant: dict[str, Any]) -> Key:
     return (name, epsilon if isinstance(epsilon, str) else float(epsilon), tuple(sorted(variant.items())))
 
 
+#: options whose value in ``mech.describe()`` is the mechanism's public record of it, kept as is
+_RECORDED = frozenset({"prior"})
+
+
 def build_offer(cfg: ServiceConfig, emb: Vocabulary) -> tuple[Instances, Privatizers]:
     """Build and prepare every instance ``cfg`` offers on ``emb`` (start-up; logs nothing from requests)."""
     from ..mechanisms import make_mechanism, options_of
@@ -71,8 +75,10 @@ def build_offer(cfg: ServiceConfig, emb: Vocabulary) -> tuple[Instances, Privati
                     shared["index"] = mech.search_index  # one decode index for every epsilon
                 info = dict(mech.describe())
                 for k, v in {**offer.options, **variant}.items():
-                    if k in info and isinstance(v, str | int | float | bool):
-                        info[k] = v  # the offered name (not the shared object's type)
+                    # the offered name (not the shared object's type); a prior keeps the mechanism's
+                    # own record (a file's name and sha256: the operator's path is never echoed)
+                    if k in info and k not in _RECORDED and isinstance(v, str | int | float | bool):
+                        info[k] = v
                 info.update(_privacy_info(mech, opts))
                 instance = key(offer.name, eps, variant)
                 mechanisms[instance] = (mech, info)

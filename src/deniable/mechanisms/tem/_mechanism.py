@@ -325,6 +325,30 @@ class TruncatedExponential(Mechanism):
         probs[cd.ids] = cd.probs
         return np.arange(self.embedding.size, dtype=np.int64), probs
 
+    def share_knn_tables(self, other: object) -> bool:
+        """Read and extend ``other``'s in-memory k-NN tables from now on; True where shared.
+
+        A k-NN table is a function of the embedding, the metric and ``k`` only (not of epsilon
+        or gamma), so instances that differ only in those can share the tables each builds
+        for the words it meets: what one instance saw, the other then finds. Only for callers
+        whose every word is public: the calibration's reference tokens
+        (:func:`deniable.calibrate.table.build_table`, about 80 instances over the same words).
+        Refused (False, nothing changed) across embeddings, metrics or ``k``, and in
+        history-free mode, which keeps no tables between calls.
+        """
+        if not isinstance(other, TruncatedExponential) or other is self:
+            return False
+        if (
+            other.embedding is not self.embedding
+            or other.metric != self.metric
+            or other._k != self._k
+            or self.history_free
+            or other.history_free
+        ):
+            return False
+        object.__setattr__(self, "_knn", other._knn)
+        return True
+
     def flush_cache(self) -> None:
         """Kept for compatibility: nothing built while privatizing is written to disk."""
 

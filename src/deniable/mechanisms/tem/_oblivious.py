@@ -13,7 +13,7 @@ Here a call's work is the same whatever its words:
 - every token's k-NN table row, its envelope (E's cumulative weights, ``d_env``) and, with
   prepared far bounds, its far layout (1,024 cluster masses) are computed per TOKEN (no
   dedup by distinct word; no prepared layout for some words and a computed one for others),
-  :data:`_TOKENS` tokens at a time (a *chunk*);
+  up to 4,096 tokens at a time (a *chunk*, :func:`_chunk_tokens`);
 - every proposal of the k-NN envelope sampler (docs/tem.md, samplers 4 and 7) takes every
   branch: the inverse CDF into E, a uniform proposal AND a far-cluster proposal, one exact
   distance, the membership test in E; the outcome is chosen by masks afterwards (no early
@@ -58,7 +58,7 @@ import numpy.typing as npt
 from ._lazy import privatize_general, rows
 from ._sampler import count_at_most, in_rows, segments
 from ._shared import Table
-from ._tables import KNN_SKETCH, knn_entry
+from ._tables import KNN_SKETCH, PreparedKnn, knn_entry
 
 if TYPE_CHECKING:
     from ._mechanism import TruncatedExponential
@@ -100,11 +100,16 @@ _SAMPLE_PREPARED = 2048
 _SAMPLE_SCANNED = 64
 #: Proposals evaluated at once (slots x r, :meth:`_Chunk.first_accepted`): the temporaries stay small.
 _PROPOSALS = 1 << 14
-#: Tokens whose envelopes are formed at once (a chunk: k-NN rows, E weights and far layouts,
-#: about 16 KB a token); the budget of proposals (:func:`stages`) is shared within a chunk,
-#: so a larger chunk needs fewer proposals a token (12.3 instead of 14.4 at R = 49 for 2,048
-#: instead of 1,024), and a smaller one keeps the chunk's arrays in cache (4,096 was slower).
-_TOKENS = 1 << 11
+#: Tokens whose envelopes are formed at once (a *chunk*), at most: the budget of proposals
+#: (:func:`stages`) is shared within a chunk, so a larger chunk needs fewer proposals a token
+#: (12.3 instead of 14.4 at R = 49 for 2,048 instead of 1,024), and a smaller one keeps the
+#: chunk's arrays in cache. With the plain envelope (k-NN rows and E's weights, ~5 KB a
+#: token) chunks of 4,096 (:func:`_chunk_tokens`: 12.5 proposals a token at eps 1 on GloVe
+#: 50k instead of 13.5, ~6% less CPU time with the rows in :class:`Buffers`, none without;
+#: 8,192 no better); with the far bounds 2,048 (their layouts are 8 KB a token more: 4,096
+#: took 9-27% more CPU time at eps 3 and 5).
+_TOKENS = 1 << 12
+_FAR_TOKENS = 1 << 11
 #: At most this many stages in a chunk's budget (:func:`stages`).
 _MAX_STAGES = 8
 #: What a stage costs besides its proposals, in proposals: its numpy calls on small arrays
@@ -152,7 +157,7 @@ def oblivious_plan(mech: TruncatedExponential) -> tuple[int, bool]:
             if needed[0] > OBLIVIOUS_MAX_ROUNDS or _work(*far) < _work(*needed, uniform):
                 needed = far
         plan = (min(needed[0], OBLIVIOUS_MAX_ROUNDS), needed[1])
-    _schedules(plan[0])  # the budgets of every chunk size (10-20 ms), here at open rather than in a first call
+    _schedules(plan[0])  # the budgets of every chunk size (20-50 ms), here at open rather than in a first call
     with holder.lock:
         holder.rounds = plan
     return plan
@@ -163,10 +168,16 @@ def _work(rounds: int, far: bool, uniform: bool = False) -> float:
 
     ``uniform``: the plain envelope proposes E uniformly (:data:`_UNIFORM_PROPOSAL_COST`).
     """
-    per_token = sum(slots * r for slots, r in stages(_TOKENS, min(rounds, OBLIVIOUS_MAX_ROUNDS))) / _TOKENS
+    size = _chunk_tokens(far)
+    per_token = sum(slots * r for slots, r in stages(size, min(rounds, OBLIVIOUS_MAX_ROUNDS))) / size
     if far:
         return _LAYOUT_COST + _FAR_PROPOSAL_COST * per_token
     return _UNIFORM_PROPOSAL_COST * per_token if uniform else per_token
+
+
+def _chunk_tokens(far: bool) -> int:
+    """The tokens of a full chunk: :data:`_FAR_TOKENS` with the far bounds, else :data:`_TOKENS` (the plan's)."""
+    return _FAR_TOKENS if far else _TOKENS
 
 
 def _uniform_pays(mech: TruncatedExponential, entries: Table) -> bool:
@@ -253,6 +264,7 @@ def _envelopes(
     words: npt.NDArray[np.int64],
     use_far: bool = True,
     estimate: bool = True,
+    bufs: Buffers | None = None,
 ) -> _Envelopes:
     """E ids, cumulative weights, E mass, total, log envelope, far use and far layout of every row.
 
@@ -262,10 +274,10 @@ def _envelopes(
     the sampler only whether they are finite, i.e. the envelope usable: ``est`` is then 1.0
     or inf). The plain envelope (``use_far`` False or no far bounds) proposes E uniformly
     when the plan chose so (``Prepared.uniform_e``, :func:`_uniform_pays`): no weights of E
-    are formed then.
+    are formed then. ``bufs``: the call's arrays to reuse (:class:`Buffers`: E's ids).
     """
     k, env = mech._k, mech._env
-    ids = np.asarray(entries[0][:, :k], dtype=np.int64)
+    ids = _ids(entries[0], k, bufs)
     tail = np.asarray(entries[1], dtype=np.float64)
     dist, d_env, sketch = tail[:, :k], tail[:, k], tail[:, k + 1 :]
     n_rest = env.n_rest
@@ -296,6 +308,15 @@ def _envelopes(
     return _Envelopes(
         ids=ids, cum=cum, m_e=m_e, total=total, log_env=log_env, far_word=far_word, layout=layout, est=est
     )
+
+
+def _ids(ids: np.ndarray, k: int, bufs: Buffers | None) -> np.ndarray:
+    """E's ids of each row: the first ``k`` columns of the table's ids, contiguous (their dtype kept)."""
+    if bufs is None:
+        return np.ascontiguousarray(ids[:, :k])
+    out = bufs.get("ids", (ids.shape[0], k), ids.dtype)
+    np.copyto(out, ids[:, :k])
+    return out
 
 
 def _uniform_envelopes(mech: TruncatedExponential, ids: np.ndarray, tail: np.ndarray, estimate: bool) -> _Envelopes:
@@ -347,7 +368,7 @@ def _schedules(rounds: int) -> tuple[tuple[tuple[int, int], ...], ...]:
     the Bernstein bound on the tokens it leaves (``s`` from 2 to :data:`_MAX_STAGES`); a
     stage costs its proposals plus :data:`_STAGE_COST`. A chunk of ``n`` tokens starts from
     ``n`` slots, or is a single stage when that is as cheap. A function of ``R`` (and the
-    module's constants) only, computed once per ``R`` (10-20 ms on this machine).
+    module's constants) only, computed once per ``R`` (20-50 ms on this machine, up to 4,096 tokens).
     """
     n = np.arange(_TOKENS + 1, dtype=np.float64)
     if rounds <= 1:
@@ -432,14 +453,16 @@ def privatize_oblivious(
         if entries is None:  # no screening (norms over 1e15): the general samplers
             return privatize_general(mech, flat, rng)
     bad: list[np.ndarray] = []
-    for s in range(0, flat.size, _TOKENS):  # chunks of _TOKENS tokens: the last one is n mod _TOKENS
-        words = flat[s : s + _TOKENS]
+    bufs = Buffers()  # a chunk's arrays, allocated once a call (sizes: the first chunk's)
+    size = _chunk_tokens(use_far and mech._prepared.far is not None and bool(mech._env.n_rest))
+    for s in range(0, flat.size, size):  # chunks of `size` tokens (the plan's): the last one is n mod size
+        words = flat[s : s + size]
         if prepared is not None:  # the chunk's rows, gathered where they are used (in cache)
-            rows = prepared.rows(words)
+            rows = _gather_rows(prepared, words, bufs)
         else:
             assert entries is not None
-            rows = (entries[0][s : s + _TOKENS], entries[1][s : s + _TOKENS])
-        env = _envelopes(mech, rows, words, use_far, estimate=False)
+            rows = (entries[0][s : s + size], entries[1][s : s + size])
+        env = _envelopes(mech, rows, words, use_far, estimate=False, bufs=bufs)
         ok = np.isfinite(env.est)
         pos = np.arange(s, s + words.size)
         bad.append(pos[~ok])
@@ -461,6 +484,38 @@ def privatize_oblivious(
     if rest.size:  # no envelope can be formed (an E of zero mass): the general samplers
         out[rest] = privatize_general(mech, flat[rest], rng)
     return out
+
+
+class Buffers:
+    """Arrays that the chunks of one call reuse, by name: allocated (and their pages faulted) once a call.
+
+    A chunk's k-NN rows are megabytes (3.4 KB a token on GloVe: 14 MB for 4,096 tokens),
+    allocated afresh per chunk and every page faulted at its first write; reused, the
+    chunks of 4,096 tokens pay (at eps 1 on GloVe 50k, one thread, 7% less CPU time a call
+    than chunks of 2,048 without buffers; the same without them). The sizes are the call's
+    first (largest) chunk's: a function of the token count only.
+    """
+
+    def __init__(self) -> None:
+        self._bufs: dict[str, np.ndarray] = {}
+
+    def get(self, name: str, shape: tuple[int, ...], dtype: npt.DTypeLike) -> np.ndarray:
+        """A C-contiguous array of ``shape`` (contents undefined), in the buffer ``name``."""
+        size = math.prod(shape)
+        buf = self._bufs.get(name)
+        if buf is None or buf.size < size or buf.dtype != np.dtype(dtype):
+            buf = np.empty(size, dtype=dtype)
+            self._bufs[name] = buf
+        return buf[:size].reshape(shape)
+
+
+def _gather_rows(prepared: PreparedKnn, words: npt.NDArray[np.int64], bufs: Buffers) -> Table:
+    """``prepared.rows(words)`` (the same values), into the call's buffers."""
+    ids = bufs.get("rows_ids", (words.size, prepared.ids.shape[1]), prepared.ids.dtype)
+    dist = bufs.get("rows_dist", (words.size, prepared.dist.shape[1]), prepared.dist.dtype)
+    np.take(prepared.ids, words, axis=0, out=ids, mode="clip")  # (valid ids: "clip" is not buffered)
+    np.take(prepared.dist, words, axis=0, out=dist, mode="clip")
+    return ids, dist
 
 
 class _Chunk:

@@ -72,7 +72,14 @@ def cluster_labels(x: np.ndarray, c: int, angular: bool) -> npt.NDArray[np.int64
     sample = data
     if v > 64 * c:
         sample = data[np.random.default_rng(0).choice(v, 64 * c, replace=False)]
-    km = faiss.Kmeans(dim, c, niter=20, seed=1234, spherical=angular, verbose=False)
-    km.train(sample)
-    _, lab = km.index.search(data, 1)
+    # one OpenMP thread: the same labels as with more (checked on GloVe 100k and 400k, both
+    # metrics), in less wall time on 2 cores (4.4 s against 7.0 s at 400k words, loaded)
+    omp = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        km = faiss.Kmeans(dim, c, niter=20, seed=1234, spherical=angular, verbose=False)
+        km.train(sample)
+        _, lab = km.index.search(data, 1)
+    finally:
+        faiss.omp_set_num_threads(omp)
     return np.asarray(lab[:, 0], dtype=np.int64)

@@ -257,7 +257,7 @@ def build_knn_artefact(
     Euclidean and angular: a symmetric tiled exact k-NN search (:func:`_knn_heaps`: each
     pair's float32 key computed once by BLAS, faiss heaps for the top-(k+1) of every
     word), in bounded memory; the exact float64 distances of E come from
-    :meth:`Geometry.exact_paired`. Manhattan and chebyshev: screening rows block by block.
+    :meth:`Geometry.exact_block`. Manhattan and chebyshev: screening rows block by block.
     Rows are written where they belong as their blocks complete (``os.pwrite``); the
     store hashes the files.
     """
@@ -338,11 +338,11 @@ def _knn_blocks_symmetric(geo: Geometry, k: int, n_sketch: int) -> Iterator[tupl
         sample_t[n] = add_rows[::stride]
     # two float32 evaluations of one key differ by at most twice the a priori error bound
     slack = 2.0 * geo._err(int(np.argmax(geo._norms)))
-    heaps = _knn_heaps(lhs_p, partner, k + 1, slack, groups=groups)
+    heaps = _knn_heaps(lhs_p, partner, k + 1, slack, groups=groups, ordered=False)
     for s, keys, nn in heaps:
         q = perm[s : s + keys.shape[0]]
-        e_ids = np.sort(perm[nn[:, :k]], axis=1)
-        kth32 = keys[:, k]
+        kth32, near = _drop_largest(keys, nn)  # the (k+1)-th key, and the k nearest
+        e_ids = np.sort(perm[near], axis=1)
         # the sketch: the same order statistics of the sampled far keys as knn_entry takes
         sample = left(q) @ sample_t
         if add_rows is not None:
@@ -357,11 +357,11 @@ def _knn_blocks_symmetric(geo: Geometry, k: int, n_sketch: int) -> Iterator[tupl
         picked = np.take_along_axis(sample, np.minimum(at, n_s - 1), axis=1)
         raw[:, 1:] = np.where(far_n[:, None] > 0, picked, kth32[:, None])
         env = geo.bound_values_rows(q, -raw if angular else raw).astype(np.float64)
-        # rows at once (``q[:, None]`` broadcasts against the k neighbours in exact_paired):
-        # bit for bit the distances of Geometry.exact row by row, in chunks of bounded memory
+        # rows at once (each word's vector read once, Geometry.exact_block): bit for bit the
+        # distances of Geometry.exact row by row, in chunks of bounded memory
         exact = np.empty((q.size, k))
         for c in range(0, q.size, _EXACT_CHUNK):
-            exact[c : c + _EXACT_CHUNK] = geo.exact_paired(q[c : c + _EXACT_CHUNK, None], e_ids[c : c + _EXACT_CHUNK])
+            exact[c : c + _EXACT_CHUNK] = geo.exact_block(q[c : c + _EXACT_CHUNK], e_ids[c : c + _EXACT_CHUNK])
         ids = np.concatenate([e_ids, np.full((q.size, 1 + n_sketch), -1)], axis=1)
         yield q, ids, np.concatenate([exact, env], axis=1)
 
@@ -374,6 +374,7 @@ def _knn_heaps(
     *,
     tile: int | None = None,
     groups: list[tuple[np.ndarray, np.ndarray]] | None = None,
+    ordered: bool = True,
 ) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
     """The ``k1`` smallest keys of every row, ``key(i, j) = lhs[i] @ partner(lhs[j])``.
 
@@ -383,12 +384,16 @@ def _knn_heaps(
     The key must be symmetric in exact arithmetic (``key(i, j) = key(j, i)`` up to float32
     rounding): each tile ``(I, J)``, ``I <= J``, is computed once (one float32 BLAS product
     of ``tile x tile``) and feeds the faiss max-heaps of its rows and of its columns. Only
-    what can enter a heap is offered: the rows whose minimum (and the chunks of ``_CHUNK``
-    rows of a column whose minimum) is at most the heap's current top (which only
-    decreases) and at most the word's seed; faiss compares each offered value with the
-    top. A word's seed is the k1-th smallest key over some columns (the ``groups``: the
-    members of the nearest k-means clusters, see :func:`_near_groups`; else a strided
-    sample of all columns) plus ``slack``, a bound on the difference of two float32
+    the values that can enter a heap are offered, one by one (:func:`_offer_sparse`): those
+    at most the heap's current top (which only decreases) and at most the word's seed;
+    for the rows, one comparison over the tile; for the columns, the chunks of ``_CHUNK``
+    rows of a column whose minimum passes (one reduction over the tile), then their
+    values that pass. faiss compares each offered value with the top again. A heap ends
+    with its word's k1 smallest keys whatever was offered besides (before 2026-11-29 whole
+    rows of a tile were: the same bytes on GloVe at 30k-200k words; only equal keys at the
+    k1-th place could break otherwise). A word's seed is the k1-th smallest key over some
+    columns (the ``groups``: the members of the nearest k-means clusters, see
+    :func:`_near_groups`; else a strided sample of all columns) plus ``slack``, a bound on the difference of two float32
     evaluations of one key; so at least k1 keys of every word pass and none of its k1
     smallest is dropped.
     The :func:`build_workers` threads with single-threaded BLAS and faiss share the tiles, one row of
@@ -397,7 +402,10 @@ def _knn_heaps(
     its own copy of their heaps, whose gains are merged when the row ends. Yields
     ``(start, keys, ids)`` per block of ``tile`` rows, in row order, as soon as the block
     is final (keys ascending, ``(rows, k1)`` float32 and int64); the next row of tiles is
-    already running meanwhile. Memory: the heaps of all rows, ``12 k1`` bytes per row.
+    already running meanwhile; ``ordered=False``: the heaps' own rows instead (views, in heap
+    order, the largest first; final: no later tile has these words; :func:`_drop_largest`
+    takes what the build needs without sorting them).
+    Memory: the heaps of all rows, ``12 k1`` bytes per row.
     """
     import faiss
 
@@ -408,8 +416,13 @@ def _knn_heaps(
     heaps: Any = faiss.float_maxheap_array_t()  # (the stubs miss addn's offsets)
     heaps.k, heaps.nh = k1, v
     heaps.val, heaps.ids = faiss.swig_ptr(vals), faiss.swig_ptr(nn)
-    heaps.heapify()
     top = vals[:, 0]  # the largest kept key of each heap
+
+    def empty_heaps(part: slice) -> None:
+        """What faiss's ``heapify`` writes (its neutral value, id -1), on the workers (1.2 GB at 400k words)."""
+        vals[part] = np.finfo(np.float32).max
+        nn[part] = -1
+
     starts = list(range(0, v, tile))
 
     local = threading.local()
@@ -438,32 +451,46 @@ def _knn_heaps(
         i1, j1 = min(v, i0 + tile), min(v, j0 + tile)
         r, c = i1 - i0, j1 - j0
         g = lhs[i0:i1] @ partner(lhs[j0:j1]).T
-        # what can still enter a heap: at most its top (which only decreases) and its seed.
-        # The row words' heaps: this worker's own, for the rows whose minimum can enter
-        # (faiss compares each value with the heap's top).
+        # What can still enter a heap: at most its top (which only decreases) and its seed;
+        # only such values are offered (faiss compares each with the heap's current top).
+        # The row words' heaps: this worker's own copy; the values at most the row's
+        # threshold, row by row, columns ascending (one comparison over the tile).
         ph, pv, _ = private(i0, r)
         tr = np.minimum(seed[i0:i1], pv[:, 0])
-        rows = np.flatnonzero(g.min(axis=1) <= tr)
-        if rows.size * 4 >= r * 3:
-            ph.addn(c, faiss.swig_ptr(g), j0, 0, r)
-        elif rows.size:
-            _offer(ph, rows, g[rows], np.arange(j0, j1, dtype=np.int64), 0)
-        if i0 == j0:  # the diagonal tile: its columns are its rows
+        if i0 == j0:  # the diagonal tile: its columns are its rows (row offers only)
+            _offer_rows(ph, g, np.flatnonzero(g <= tr[:, None]), j0)
             return
-        # The column words' heaps (shared: no other running tile has these columns): the
-        # chunks of _CHUNK rows whose minimum can enter (one vectorized reduction over the
-        # tile, then a gather of the chunks that pass).
-        tc = np.minimum(top[j0:j1], seed[j0:j1])
+        # One reduction over the tile: the minimum of each chunk of _CHUNK rows of a column.
         h = _CHUNK if r % _CHUNK == 0 else r
-        s, j = np.nonzero(g.reshape(r // h, h, c).min(axis=1) <= tc)
-        at = s[:, None] * h + np.arange(h)
-        _offer(heaps, j + j0, g[at, j[:, None]], at + i0, h)
+        cm = g.reshape(r // h, h, c).min(axis=1)
+        # The row words' heaps: the values at most the row's threshold (one comparison),
+        # over the slabs of h rows whose minimum can pass (row by row, columns ascending).
+        slabs = np.flatnonzero(cm.min(axis=1) <= tr.reshape(r // h, h).max(axis=1))
+        if slabs.size == r // h:
+            _offer_rows(ph, g, np.flatnonzero(g <= tr[:, None]), j0)
+        elif slabs.size:
+            rows = (slabs[:, None] * h + np.arange(h)).reshape(-1)
+            f = np.flatnonzero(g[rows] <= tr[rows, None])
+            _offer_rows(ph, g, rows[f // c] * c + f % c, j0)
+        # The column words' heaps (shared: no other running tile has these columns): the
+        # values at most the column's threshold, among the chunks whose minimum is (a
+        # gather of the chunks that pass and an offer of their values that pass, rows
+        # ascending). (flat indices: np.nonzero of a 2-d mask is 4x slower here)
+        tc = np.minimum(top[j0:j1], seed[j0:j1])
+        s, j = np.divmod(np.flatnonzero(cm <= tc), c)
+        if s.size:
+            at = (s[:, None] * h + np.arange(h)).reshape(-1)  # the rows of the chunks, chunk by chunk
+            blk = np.take(g.reshape(-1), at * c + np.repeat(j, h))
+            e = np.flatnonzero(blk <= np.repeat(tc[j], h))
+            _offer_sparse(heaps, j[e // h] + j0, blk[e], at[e] + i0)
 
     omp = faiss.omp_get_max_threads()
     pending: list[Any] = []
     with single_threaded_blas(), ThreadPoolExecutor(build_workers()) as pool:
         faiss.omp_set_num_threads(1)
         try:
+            half = -(-v // 2)
+            list(pool.map(empty_heaps, [slice(0, half), slice(half, v)]))
             seed = _seeds(pool, lhs, partner, k1, slack, groups, tile)
             # One row of tiles at a time: its tiles share the row words (each worker keeps
             # its own heaps for them) and have distinct column words (the shared heaps).
@@ -478,9 +505,12 @@ def _knn_heaps(
                     heaps.addn_with_ids(k1, faiss.swig_ptr(pv), faiss.swig_ptr(pi), k1, i0, i1 - i0)
                 nxt = starts[b + 1] if b + 1 < len(starts) else None
                 pending = [] if nxt is None else [pool.submit(one_tile, nxt, j0) for j0 in starts if j0 >= nxt]
-                order = np.argsort(vals[i0:i1], axis=1, kind="stable")
-                keys = np.take_along_axis(vals[i0:i1], order, axis=1)
-                ids = np.take_along_axis(nn[i0:i1], order, axis=1)
+                if ordered:
+                    order = np.argsort(vals[i0:i1], axis=1, kind="stable")
+                    keys = np.take_along_axis(vals[i0:i1], order, axis=1)
+                    ids = np.take_along_axis(nn[i0:i1], order, axis=1)
+                else:
+                    keys, ids = vals[i0:i1], nn[i0:i1]  # (final: no later tile has these rows or columns)
                 if np.any(ids < 0):  # cannot happen: every row meets all v >= k1 columns
                     raise RuntimeError("k-NN build: a heap was not filled")
                 yield i0, keys, ids
@@ -488,6 +518,21 @@ def _knn_heaps(
             for f in pending:
                 f.cancel()
             faiss.omp_set_num_threads(omp)
+
+
+def _drop_largest(keys: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(largest, rest)`` of each row of heap-ordered ``keys``: the largest key, and the ids of the others.
+
+    Without sorting, what a stable ascending sort of each row gives (``sorted[:, -1]`` and the
+    ids of ``sorted[:, :-1]``, in another order): among equal largest keys, the one furthest
+    along the row is the one left out.
+    """
+    largest = keys.max(axis=1)
+    k1 = keys.shape[1]
+    last = k1 - 1 - np.argmax(keys[:, ::-1] == largest[:, None], axis=1)
+    keep = np.ones(keys.shape, dtype=bool)
+    keep[np.arange(keys.shape[0]), last] = False
+    return largest, ids[keep].reshape(keys.shape[0], k1 - 1)
 
 
 def _seeds(
@@ -565,12 +610,16 @@ def _near_groups(x: np.ndarray, k1: int, angular: bool) -> tuple[list[tuple[np.n
     return groups, perm.astype(np.int64)
 
 
-def _offer(heaps: Any, owners: np.ndarray, vals: np.ndarray, ids: np.ndarray, id_stride: int) -> None:
-    """Offer row ``r`` of ``vals`` to heap ``owners[r]``, with the ids ``ids[r * id_stride:]``.
+def _offer_rows(heaps: Any, g: np.ndarray, flat: np.ndarray, j0: int) -> None:
+    """Offer the values of tile ``g`` at the flat indices ``flat`` to the heaps of their rows (ids: ``j0`` + column)."""
+    if flat.size:
+        c = g.shape[1]
+        _offer_sparse(heaps, flat // c, g.reshape(-1)[flat], flat % c + j0)
 
-    A heap may own several rows: they are offered one after the other (the worker's
-    faiss runs on one OpenMP thread); faiss compares each value with the heap's top.
-    """
+
+def _offer_sparse(heaps: Any, owners: np.ndarray, vals: np.ndarray, ids: np.ndarray) -> None:
+    """Offer ``vals[e]`` with id ``ids[e]`` to heap ``owners[e]``, entry after entry (owners may repeat:
+    the worker's faiss runs on one OpenMP thread); faiss compares each value with the heap's top."""
     import faiss
 
     if owners.size == 0:
@@ -578,9 +627,8 @@ def _offer(heaps: Any, owners: np.ndarray, vals: np.ndarray, ids: np.ndarray, id
     owners = np.ascontiguousarray(owners, dtype=np.int64)
     vals = np.ascontiguousarray(vals, dtype=np.float32)
     ids = np.ascontiguousarray(ids, dtype=np.int64)
-    n = vals.shape[1]
     heaps.addn_query_subset_with_ids(
-        owners.size, faiss.swig_ptr(owners), n, faiss.swig_ptr(vals), faiss.swig_ptr(ids), id_stride
+        owners.size, faiss.swig_ptr(owners), 1, faiss.swig_ptr(vals), faiss.swig_ptr(ids), 1
     )
 
 
