@@ -209,8 +209,8 @@ class PosteriorDecoder:
     penalty). Rows are split across :func:`deniable._threads.decode_workers` threads of one
     BLAS thread each, as the exact index does. Memory: ``query_block * vocab_block`` floats and
     ``rows x segments`` per chunk of rows. ``bench/bench_prior_decode.py`` (one thread, same run,
-    2026-11-29 at load 6-7 on 2 cores): 0.95x of the nearest decode's tokens per CPU-second at
-    50k words, 0.97x at 336k, 0.78x at 5k.
+    2026-11-29, idle): 0.94x of the nearest decode's tokens/s at 50k words, 0.98x at 336k, 0.79x
+    at 5k.
     """
 
     #: the most probable words: the first segment, scored exactly in pass 1 (then doubling widths)
