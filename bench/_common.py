@@ -111,18 +111,21 @@ def pin_threads(n: int = 1) -> object:
     return threadpool_limits(limits=n)
 
 
-def interleaved_rounds(contenders: dict[str, Callable[[], int]], rounds: int) -> dict[str, list[float]]:
+def interleaved_rounds(
+    contenders: dict[str, Callable[[], int]], rounds: int, clock: Callable[[], float] = time.perf_counter
+) -> dict[str, list[float]]:
     """Run every contender once per round, in turn (A B A B ...); each call returns its item count.
 
-    Returns items per second for each round, per contender, so a load spike on a shared
-    machine hits all contenders alike instead of one.
+    Returns items per second of ``clock`` (wall time by default; ``time.process_time`` for
+    CPU-seconds) for each round, per contender, so a load spike on a shared machine hits all
+    contenders alike instead of one.
     """
     out: dict[str, list[float]] = {name: [] for name in contenders}
     for _ in range(rounds):
         for name, fn in contenders.items():
-            t0 = time.perf_counter()
+            t0 = clock()
             n = fn()
-            out[name].append(n / (time.perf_counter() - t0))
+            out[name].append(n / (clock() - t0))
     return out
 
 

@@ -35,20 +35,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import corpus_ids, load_average, pin_threads, summarise, table  # noqa: E402
-
-
-def _rounds(
-    contenders: dict[str, Callable[[], int]], rounds: int, clock: Callable[[], float]
-) -> dict[str, list[float]]:
-    """Every contender once per round, in turn; items per second of ``clock`` for each round."""
-    out: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(rounds):
-        for name, fn in contenders.items():
-            t0 = clock()
-            n = fn()
-            out[name].append(n / (clock() - t0))
-    return out
+from _common import corpus_ids, interleaved_rounds, load_average, pin_threads, summarise, table  # noqa: E402
 
 
 def _costliest(mech: Any, n_tokens: int) -> np.ndarray:
@@ -143,7 +130,7 @@ def main() -> None:
         def run(m: TruncatedExponential, tokens: np.ndarray) -> Callable[[], int]:
             return lambda: int(m.privatize(tokens, deniable.secure_generator()).size)
 
-        rates = _rounds(
+        rates = interleaved_rounds(
             {f"{k}{tag}": run(m, tokens) for tag, tokens in inputs.items() for k, m in mechs.items()},
             args.rounds,
             clock,

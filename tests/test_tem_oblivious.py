@@ -38,6 +38,26 @@ def _mech(monkeypatch: pytest.MonkeyPatch, eps: float, plan: tuple[int, bool] | 
     return mech
 
 
+def proposal_sizes(
+    monkeypatch: pytest.MonkeyPatch, mech: TruncatedExponential, method: str, inputs: Any, rng: np.random.Generator
+) -> list[list[int]]:
+    """Per input, the sizes of the ``_Chunk.<method>`` calls of ``mech.privatize(ids, rng)``: the work a call does."""
+    sizes: list[int] = []
+    original = getattr(oblivious._Chunk, method)
+
+    def counting(self: Any, j: Any) -> Any:
+        sizes.append(int(j.size))
+        return original(self, j)
+
+    monkeypatch.setattr(oblivious._Chunk, method, counting)
+    seen = []
+    for ids in inputs:
+        sizes.clear()
+        mech.privatize(ids, rng)
+        seen.append(list(sizes))
+    return seen
+
+
 @pytest.mark.parametrize("plan", [(6, True), (6, False), (1, True), (1, False), None])
 def test_oblivious_draws_are_exact(monkeypatch: pytest.MonkeyPatch, plan: tuple[int, bool] | None) -> None:
     # (R, far): through the far layouts or uniform proposals; R = 1: most tokens go through

@@ -11,14 +11,12 @@ distinct words make the same proposals over several chunks.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pytest
 
 from deniable.mechanisms.tem import TruncatedExponential
 from deniable.mechanisms.tem import _oblivious as oblivious
-from test_tem_oblivious import WORDS, _mech  # (one tiny prepared mechanism for the history-free tests)
+from test_tem_oblivious import WORDS, _mech, proposal_sizes  # (one tiny prepared mechanism for the history-free tests)
 from test_tem_support import ALPHA, g_test_pvalue
 
 
@@ -74,21 +72,10 @@ def test_the_chunk_size_is_the_plans() -> None:
 def test_every_word_does_the_same_work_over_chunks(monkeypatch: pytest.MonkeyPatch, far: bool) -> None:
     mech = _mech(monkeypatch, 3.0, (40, far))
     monkeypatch.setattr(oblivious, "_chunk_tokens", lambda far: 128 if far else 192)
-    sizes: list[int] = []
-    original = oblivious._Chunk._propose
-
-    def counting(self: Any, j: Any) -> Any:
-        sizes.append(int(j.size))
-        return original(self, j)
-
-    monkeypatch.setattr(oblivious._Chunk, "_propose", counting)
-    seen = []
     rng = np.random.default_rng(2)
     v = mech.embedding.size
-    for ids in (np.repeat(7, 1000), rng.choice(v, 1000, replace=True), np.repeat(123, 1000), np.arange(1000) % v):
-        sizes.clear()
-        mech.privatize(ids, rng)
-        seen.append(list(sizes))
+    inputs = (np.repeat(7, 1000), rng.choice(v, 1000, replace=True), np.repeat(123, 1000), np.arange(1000) % v)
+    seen = proposal_sizes(monkeypatch, mech, "_propose", inputs, rng)
     assert seen[0] == seen[1] == seen[2] == seen[3]  # one word, distinct words, another word
     size = oblivious._chunk_tokens(far)
     chunks = [size] * (1000 // size) + [1000 % size]

@@ -11,8 +11,6 @@ where it pays (small epsilon), as a function of the configuration.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pytest
 
@@ -20,6 +18,7 @@ from conftest import make_tiny_embedding
 from deniable.mechanisms.tem import TruncatedExponential
 from deniable.mechanisms.tem import _oblivious as oblivious
 from deniable.preparation import prepare
+from test_tem_oblivious import proposal_sizes
 from test_tem_support import ALPHA, force_path, g_test_pvalue
 
 WORDS = (3, 40, 150)
@@ -62,21 +61,10 @@ def test_e_slice_draws_past_the_budget_are_exact(monkeypatch: pytest.MonkeyPatch
 
 def test_e_slice_does_the_same_work_for_every_word(monkeypatch: pytest.MonkeyPatch) -> None:
     mech = _mech(monkeypatch, 1.0, 40)
-    sizes: list[int] = []
-    original = oblivious._Chunk._propose_uniform
-
-    def counting(self: Any, j: Any) -> Any:
-        sizes.append(int(j.size))
-        return original(self, j)
-
-    monkeypatch.setattr(oblivious._Chunk, "_propose_uniform", counting)
-    seen = []
     rng = np.random.default_rng(2)
     v = mech.embedding.size
-    for ids in (np.repeat(7, 300), rng.choice(v, 300, replace=False), np.repeat(123, 300), np.arange(300)):
-        sizes.clear()
-        mech.privatize(ids, rng)
-        seen.append(list(sizes))
+    inputs = (np.repeat(7, 300), rng.choice(v, 300, replace=False), np.repeat(123, 300), np.arange(300))
+    seen = proposal_sizes(monkeypatch, mech, "_propose_uniform", inputs, rng)
     assert seen[0] == seen[1] == seen[2] == seen[3]
     assert sum(seen[0]) == sum(slots * r for slots, r in oblivious.stages(300, 40))
 

@@ -121,14 +121,15 @@ def distances_to(x: npt.ArrayLike, matrix: npt.ArrayLike, metric: str = "euclide
 
 
 def paired_distances(a: npt.ArrayLike, b: npt.ArrayLike, metric: str = "euclidean") -> npt.NDArray[np.float64]:
-    """Row-wise distances ``d(a[i], b[i])`` (float64); a one-row side broadcasts against the other."""
+    """Row-wise distances ``d(a[i], b[i])`` (float64) over the last axis; the other axes broadcast (a
+    one-row side against the other; ``(r, 1, n)`` against ``(r, k, n)``: each row's vector read once)."""
     metric = check_metric(metric)
     x = np.atleast_2d(np.asarray(a))
     y = np.atleast_2d(np.asarray(b))
     if metric == "hamming":
         return _hamming(x, y)
     if metric == "angular":
-        return angular_from_cos(np.einsum("ij,ij->i", *np.broadcast_arrays(unit_rows(x), unit_rows(y))))
+        return angular_from_cos(np.einsum("...k,...k->...", *np.broadcast_arrays(unit_rows(x), unit_rows(y))))
     # float64 differences without float64 copies of the operands (the same values: each
     # element is converted, then subtracted, exactly as astype-then-subtract would)
     return from_differences(np.subtract(x, y, dtype=np.float64), metric)

@@ -58,9 +58,8 @@ def _exact_decode(mech: Mechanism) -> bool:
     if not (
         getattr(mech, "uniform_prior", False)
         and not getattr(mech, "joint_decode", True)
-        and callable(getattr(mech, "noise", None))
+        and callable(getattr(mech, "batch_noisy", None))
         and callable(getattr(mech, "decode_texts", None))
-        and isinstance(getattr(mech, "batch_size", None), int)
     ):
         return False
     try:
@@ -109,7 +108,7 @@ class RayDecodes:
         if not _exact_decode(mech):
             return None
         m: Any = mech
-        noisy = self._noisy(mech, generator)
+        noisy = m.batch_noisy(self.ids, generator)  # what privatize decodes, all at once
         eps = float(mech.epsilon)
         scaled = (noisy - np.asarray(m.embedding.vectors[self.ids], dtype=np.float64)) * eps
         if self.ray is None:
@@ -151,18 +150,6 @@ class RayDecodes:
             self.settled += int(self.ids.size - p.todo.size)
             self.done[p.epsilon] = p.out
         return [p.out.copy() for p in pending]
-
-    def _noisy(self, mech: Mechanism, generator: np.random.Generator) -> npt.NDArray[np.float64]:
-        """The float64 noisy vectors ``mech.privatize`` decodes: its draws, ``batch_size`` tokens at a time."""
-        m: Any = mech
-        vectors = m.embedding.vectors
-        noisy = np.empty((self.ids.size, m.embedding.dim), dtype=np.float64)
-        for s in range(0, self.ids.size, m.batch_size):
-            block = self.ids[s : s + m.batch_size]
-            part = m.noise(block.size, generator)
-            part += vectors[block]
-            noisy[s : s + block.size] = part
-        return noisy
 
     def _self_decodes(self, mech: Mechanism) -> npt.NDArray[np.bool_]:
         m: Any = mech

@@ -368,7 +368,7 @@ class PosteriorDecoder:
         both = np.concatenate([head_s, cand[:, 1:]], axis=1)  # distinct words: k-th best is a bound
         bound = np.partition(both, k - 1, axis=1)[:, k - 1]
         best_s, best_c = head_s.copy(), head_c.copy()
-        tol = np.float32(1e-4) * (np.abs(bound) + 1.0)
+        tol = _TOL * (np.abs(bound) + 1.0)
         active = lower <= (bound + tol)[:, None]
         active[:, 0] = False
         for g in np.flatnonzero(active.any(axis=0)):
@@ -472,11 +472,7 @@ class PosteriorDecoder:
                 dist = buf[: nq * w].reshape(nq, w)
                 np.matmul(qb, self._aug[:, a:b], out=dist)
                 if g == 0:  # the most probable words, scored exactly from the same distances
-                    dist += q2[:, None]
-                    np.maximum(dist, 0.0, out=dist)
-                    np.sqrt(dist, out=dist)
-                    dist += self._penalty[:head]
-                    hs, hc = _smallest(dist, min(k, head))
+                    hs, hc = _smallest(self._scores(dist, q2, 0, head), min(k, head))
                     head_s[s : s + nq, : hs.shape[1]], head_c[s : s + nq, : hs.shape[1]] = hs, hc
                     if hs.shape[1] < k:  # a one-column first segment: no second word in it
                         head_s[s : s + nq, hs.shape[1] :], head_c[s : s + nq, hs.shape[1] :] = np.inf, 0
@@ -493,12 +489,16 @@ class PosteriorDecoder:
     def _scores_range(self, qa: np.ndarray, qsq: np.ndarray, a: int, b: int) -> np.ndarray:
         """Exact penalised distances of rows ``qa`` (augmented; ``|q|^2``: ``qsq``) to the sorted columns
         ``a:b``: the same arithmetic as pass 1 (the same product, then ``+ |q|^2``, a square root)."""
-        sc = qa @ self._aug[:, a:b]
-        sc += qsq[:, None]
-        np.maximum(sc, 0.0, out=sc)
-        np.sqrt(sc, out=sc)
-        sc += self._penalty[a:b]
-        return sc
+        return self._scores(qa @ self._aug[:, a:b], qsq, a, b)
+
+    def _scores(self, prod: np.ndarray, qsq: np.ndarray, a: int, b: int) -> np.ndarray:
+        """The penalised distances from the product ``[q, 1] @ aug[:, a:b]`` (``|y|^2 - 2 q.y``), in place:
+        ``+ |q|^2``, a square root, the penalty: THE arithmetic of every score (pass 1's head, pass 2)."""
+        prod += qsq[:, None]
+        np.maximum(prod, 0.0, out=prod)
+        np.sqrt(prod, out=prod)
+        prod += self._penalty[a:b]
+        return prod
 
 
 #: The relative tolerance of the bounds (float32 rounding kept on the safe side: a bound within it is scanned).

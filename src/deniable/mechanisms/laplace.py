@@ -394,13 +394,19 @@ class MultivariateLaplace(Mechanism):
         self, ids: npt.NDArray[np.int64], offsets: npt.NDArray[np.int64], rng: np.random.Generator
     ) -> npt.NDArray[np.int64]:
         """The noise in ``batch_size`` blocks (the draws of the row-by-row path), then each text decoded jointly."""
+        return self.contextual.decode(self.batch_noisy(ids, rng), offsets)
+
+    def batch_noisy(self, ids: npt.NDArray[np.int64], rng: np.random.Generator) -> npt.NDArray[np.float64]:
+        """``phi(w) + z`` in float64 for each of the (validated) ``ids``, the noise drawn ``batch_size``
+        tokens at a time: the very vectors :meth:`privatize` decodes from the same generator state
+        (all at once, where :meth:`privatize` decodes block by block)."""
         noisy = np.empty((ids.size, self.embedding.dim), dtype=np.float64)
         vectors = self.embedding.vectors
         for s in range(0, ids.size, self.batch_size):
             block = ids[s : s + self.batch_size]
             noisy[s : s + block.size] = self.noise(block.size, rng)
             noisy[s : s + block.size] += vectors[block]
-        return self.contextual.decode(noisy, offsets)
+        return noisy
 
     def _privatize_records(
         self, records: list[npt.NDArray[np.int64]], generators: list[np.random.Generator]

@@ -32,7 +32,7 @@ import numpy.typing as npt
 
 from ..._errors import InvalidParameterError
 from ...embedding import Embedding
-from ...metrics import angular_from_cos, euclidean_from_squares, from_differences, paired_distances, unit_rows
+from ...metrics import angular_from_cos, euclidean_from_squares, paired_distances, unit_rows
 
 __all__ = ["BLOCK_METRICS", "TEM_METRICS", "Geometry", "TemDistributions", "tem_distributions", "truncation"]
 
@@ -191,20 +191,13 @@ class Geometry:
     def exact_block(self, ws: npt.NDArray[np.int64], ys: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         """``d(ws[i], ys[i, j])`` for ``ys`` of shape ``(r, k)``: bit for bit :meth:`exact_paired` with ``ws[:, None]``.
 
-        Each ``ws`` vector is read once (not once per pair) and broadcast in the float64
-        difference (the same values), then the same reduction over the rows of a contiguous
-        ``(r k, n)`` array (angular: the same unit rows, repeated, and the same products).
-        The prepared build's exact distances.
+        Each ``ws`` vector is read once (not once per pair) and broadcast by
+        :func:`~deniable.metrics.paired_distances` against its ``k`` rows (the same values and
+        reduction). The prepared build's exact distances.
         """
         r, k = ys.shape
-        y_rows = np.take(self.x, ys.reshape(-1), axis=0)
-        if self.metric == "angular":
-            uw = np.repeat(unit_rows(self.x[ws]), k, axis=0)
-            d = angular_from_cos(np.einsum("ij,ij->i", uw, unit_rows(y_rows)))
-        else:
-            diff = np.subtract(self.x[ws][:, None, :], y_rows.reshape(r, k, self.dim), dtype=np.float64)
-            d = from_differences(diff.reshape(r * k, self.dim), self.metric)
-        d = d.reshape(r, k)
+        y_rows = np.take(self.x, ys.reshape(-1), axis=0).reshape(r, k, self.dim)
+        d = paired_distances(self.x[ws][:, None, :], y_rows, self.metric)
         d[ws[:, None] == ys] = 0.0
         return d
 

@@ -39,7 +39,7 @@ from ...artefacts import register_kind
 from ...embedding import Embedding, Vocabulary
 from ...metrics import unit_rows
 from ._geometry import Geometry
-from ._shared import Table, build_workers, cluster_labels, single_threaded_blas, touch_pages
+from ._shared import Table, build_workers, cluster_labels, one_faiss_thread, single_threaded_blas, touch_pages
 
 __all__ = [
     "KNN_KIND",
@@ -484,10 +484,8 @@ def _knn_heaps(
             e = np.flatnonzero(blk <= np.repeat(tc[j], h))
             _offer_sparse(heaps, j[e // h] + j0, blk[e], at[e] + i0)
 
-    omp = faiss.omp_get_max_threads()
     pending: list[Any] = []
-    with single_threaded_blas(), ThreadPoolExecutor(build_workers()) as pool:
-        faiss.omp_set_num_threads(1)
+    with single_threaded_blas(), one_faiss_thread(), ThreadPoolExecutor(build_workers()) as pool:
         try:
             half = -(-v // 2)
             list(pool.map(empty_heaps, [slice(0, half), slice(half, v)]))
@@ -517,7 +515,6 @@ def _knn_heaps(
         finally:
             for f in pending:
                 f.cancel()
-            faiss.omp_set_num_threads(omp)
 
 
 def _drop_largest(keys: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
