@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from deniable.mechanisms.tem import TruncatedExponential
+from deniable.mechanisms.tem import _envelope as envelope
 from deniable.mechanisms.tem import _oblivious as oblivious
 from test_tem_oblivious import WORDS, _mech, proposal_sizes  # (one tiny prepared mechanism for the history-free tests)
 from test_tem_support import ALPHA, g_test_pvalue
@@ -43,6 +44,35 @@ def test_buffers_are_reused_and_contiguous() -> None:
     c = bufs.get("x", (5, 6), np.float64)  # larger: a new array
     assert c.shape == (5, 6) and not np.shares_memory(a, c)
     assert bufs.get("x", (2, 2), np.uint8).dtype == np.uint8
+
+
+@pytest.mark.parametrize("block", [1, 4, 64])
+def test_weights_and_layouts_in_blocks_are_the_same_bits(monkeypatch: pytest.MonkeyPatch, block: int) -> None:
+    # E's weights and the far layouts are formed a block of rows at a time, into the call's
+    # reused buffers (holding another chunk's values): the same bits as cumsum along each row
+    mech = _mech(monkeypatch, 3.0)
+    knn, far, env = mech._prepared_knn(), mech._prepared.far, mech._env  # type: ignore[attr-defined]
+    assert knn is not None and far is not None
+    assert block == 64 or far.clusters > block  # several blocks (4: the last one partial, 6 clusters)
+    monkeypatch.setattr(envelope, "_COLUMN_BLOCK", block)
+    rng = np.random.default_rng(8)
+    bufs = oblivious.Buffers()
+    for words in (rng.integers(0, mech.embedding.size, 333), rng.integers(0, 400, 50)):  # the second smaller
+        dist = np.asarray(knn.rows(words)[1], dtype=np.float64)[:, : mech._k]
+        log_env = rng.uniform(-30.0, 0.0, words.size)
+        cum_out = bufs.get("cum", (mech._k, words.size), np.float64)
+        lay_out = bufs.get("layout", (far.clusters, words.size), np.float64)
+        cum_out[...] = rng.random(cum_out.shape)
+        lay_out[...] = rng.random(lay_out.shape)
+        want_cum = np.cumsum(np.exp(env.weights_exponent(dist)), axis=1)
+        want_layout = env.far_layout(words, log_env)[0]
+        for out in (None, cum_out):
+            cum = env.cumulative_weights_columns(dist, out)
+            assert cum.flags.f_contiguous and np.array_equal(cum, want_cum)
+        for out in (None, lay_out):
+            layout = env.far_layout_columns(words, log_env, out)
+            assert layout.flags.f_contiguous and np.array_equal(layout, want_layout)
+        assert np.shares_memory(env.far_layout_columns(words, log_env, lay_out), lay_out)
 
 
 @pytest.mark.parametrize("far", [True, False])

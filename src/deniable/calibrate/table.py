@@ -478,13 +478,13 @@ def build_table(
     points: dict[float, CalibrationPoint] = {}
     rays = RayDecodes(ids) if ray_shortcut else None
 
-    first: list[Mechanism] = []  # TEM's points share the reference words' k-NN tables (tested)
+    first: list[Mechanism] = []  # TEM's points share what is epsilon-free about the reference words (tested)
 
     def make(eps: float) -> Mechanism:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", NotPrivateWarning)
             mech = mechanism_class(name)(embedding, epsilon=eps, **opts)  # type: ignore[call-arg]
-        if first and hasattr(mech, "share_knn_tables"):  # (public words; tables are epsilon-free)
+        if first and hasattr(mech, "share_knn_tables"):  # (public words: k-NN tables, ball summaries, geometry)
             mech.share_knn_tables(first[0])
         first[:1] = first[:1] or [mech]
         return mech

@@ -256,8 +256,8 @@ class PosteriorDecoder:
         big = np.finfo(np.float32).max
         self._penalty = np.minimum(self.penalty64[self._order], big).astype(np.float32)  # sorted
         # segments: _HEAD columns, then doubling widths up to a vocabulary block (at most _DOUBLINGS
-        # of them), then equal segments of at most a vocabulary block (5,000 words: 256, 256, 512, 1,024,
-        # 1,476 and 1,476)
+        # of them), then equal segments of at most a vocabulary block (5,000 words: 256, 256, 512, 1,988
+        # and 1,988)
         bounds = [0]
         width = min(self._HEAD, self.vocab_block)
         while bounds[-1] + width < self.vocab_block and len(bounds) <= self._DOUBLINGS:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -47,6 +48,9 @@ KNN_MAX_EST = 256.0
 KNN_WORDS = 1 << 10
 #: rows of far layouts computed together (64 x 1,024 clusters x 8 bytes: in L2 cache)
 _LAYOUT_ROWS = 64
+#: Rows of a column-major cumulative array (E's weights, far layouts: :meth:`Envelope.far_layout_columns`)
+#: formed at once: 64 x 2,048 tokens x 8 bytes stay in the L2 cache between a block's passes
+_COLUMN_BLOCK = 64
 #: A word's envelope uses the far bounds when its k-NN envelope puts at least this share
 #: of its mass outside E (at eps >= 10 most words put far less: the bounds would change
 #: their totals little and cost a 1,024-cluster layout each).
@@ -106,17 +110,28 @@ class Envelope:
             return -self.a * np.minimum(d, self.gamma)
 
     def cost(self, entry: Table) -> tuple[float, float]:
-        """``(bound, estimate)`` of the expected proposals per token for one entry."""
+        """``(bound, estimate)`` of the expected proposals per token for one entry (:meth:`costs`)."""
+        bound, est = self.costs(np.asarray(entry[1], dtype=np.float64)[None, :])
+        return float(bound[0]), float(est[0])
+
+    def costs(self, tails: np.ndarray) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """``(bound, estimate)`` of the expected proposals per token for many k-NN tables at once
+        (``tails``: their distance rows, stacked; each row's result does not depend on the others:
+        the exponentials of contiguous rows, each row's sum and mean, the outside weight by
+        ``math.exp``; tests/test_calibrate_shared_balls.py). ``inf`` where the envelope is unusable."""
         k = self.k
-        tail = np.asarray(entry[1], dtype=np.float64)
-        m_e = float(np.exp(self.weights_exponent(tail[:k])).sum())
-        n_rest = self.n_rest
         with np.errstate(over="ignore", invalid="ignore"):
-            total = m_e + (n_rest * math.exp(float(self.weights_exponent(tail[k : k + 1])[0])) if n_rest else 0.0)
-            far = (self.v - k) * float(np.exp(self.weights_exponent(tail[k + 1 :])).mean())
-        if not (m_e > 0 and math.isfinite(total)):
-            return math.inf, math.inf
-        return total / m_e, total / max(min(m_e + far, total), m_e)
+            m_e = np.exp(self.weights_exponent(tails[:, :k])).sum(axis=1)
+            if self.n_rest:
+                outside = np.array([math.exp(x) for x in self.weights_exponent(tails[:, k]).tolist()])
+                total = m_e + self.n_rest * outside
+            else:
+                total = m_e + 0.0
+            far = (self.v - k) * np.exp(self.weights_exponent(tails[:, k + 1 :])).mean(axis=1)
+            ok = (m_e > 0) & np.isfinite(total)
+            bound = np.where(ok, total / m_e, math.inf)
+            est = np.where(ok, total / np.maximum(np.minimum(m_e + far, total), m_e), math.inf)
+        return bound, est
 
     def arrays(
         self,
@@ -218,7 +233,7 @@ class Envelope:
             np.cumsum(mass, axis=1, out=cum[s : s + _LAYOUT_ROWS])
         return cum, q
 
-    def cumulative_weights_columns(self, dist: np.ndarray) -> np.ndarray:
+    def cumulative_weights_columns(self, dist: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """``cumsum(exp(weights_exponent(dist)), axis=1)``, bit for bit, stored column-major.
 
         The same sequential sums (``cumsum`` adds left to right) as one vector addition per
@@ -226,29 +241,46 @@ class Envelope:
         scalar loop: ~25x slower on 2,048 rows of 256): the history-free sampler's E weights
         (:mod:`._oblivious`). The result is the transpose of a C array (``.flags.f_contiguous``),
         which :func:`._sampler.count_at_most` and :func:`._sampler.segments` search in place.
+        ``out``: a C array of shape ``dist.shape[::-1]`` to write into (a caller's reused
+        buffer: no pages to fault a call). Formed :data:`_COLUMN_BLOCK` columns at a time
+        (:func:`_accumulate_blocks`).
         """
-        out = np.empty(dist.shape[::-1], dtype=np.float64)
-        np.minimum(dist.T, self.gamma, out=out)
-        with np.errstate(over="ignore"):
-            np.multiply(-self.a, out, out=out)
-        np.exp(out, out=out)
-        _accumulate_rows(out)
+        if out is None:
+            out = np.empty(dist.shape[::-1], dtype=np.float64)
+        gamma, a = self.gamma, -self.a
+
+        def fill(block: np.ndarray, s: int) -> None:
+            np.minimum(dist[:, s : s + block.shape[0]].T, gamma, out=block)
+            with np.errstate(over="ignore"):
+                np.multiply(a, block, out=block)
+            np.exp(block, out=block)
+
+        _accumulate_blocks(out, fill)
         return out.T
 
     def far_layout_columns(
-        self, words: npt.NDArray[np.int64], log_env: npt.NDArray[np.float64]
+        self, words: npt.NDArray[np.int64], log_env: npt.NDArray[np.float64], out: np.ndarray | None = None
     ) -> npt.NDArray[np.float64]:
         """:meth:`far_layout`'s cumulative masses, bit for bit, stored column-major (as
         :meth:`cumulative_weights_columns`: one vector addition per cluster instead of ``cumsum``
-        along each row, which was a third of the history-free sampler's time)."""
+        along each row, which was a third of the history-free sampler's time). ``out``: a C
+        array of shape ``(C, len(words))`` to write into (a caller's reused buffer)."""
         far = self.prepared.far
         assert far is not None
         g, env = self.far_tables()[1], np.exp(log_env)
-        mass = np.take(g, far.levels(words).T)  # (C, len(words)), C-ordered
-        np.minimum(mass, env[None, :], out=mass)
-        mass *= far.counts[:, None]
-        _accumulate_rows(mass)
-        return mass.T
+        q = far.levels(words)  # (len(words), C) uint8
+        if out is None:
+            out = np.empty(q.shape[::-1], dtype=np.float64)
+
+        def fill(block: np.ndarray, s: int) -> None:
+            # every level indexes the 256-entry table: "clip" is not buffered (a buffered take
+            # casting the uint8 levels was ~3x slower, the pass that dominated the layout)
+            np.take(g, q[:, s : s + block.shape[0]].T, out=block, mode="clip")
+            np.minimum(block, env[None, :], out=block)
+            block *= far.counts[s : s + block.shape[0], None]
+
+        _accumulate_blocks(out, fill)
+        return out.T
 
     def block_layouts(
         self, words: npt.NDArray[np.int64], log_env: npt.NDArray[np.float64]
@@ -292,3 +324,18 @@ def _accumulate_rows(a: np.ndarray) -> None:
     """``a[c] += a[c - 1]`` for c = 1, 2, ...: ``cumsum(a, axis=0)`` in place, the same sequential sums."""
     for c in range(1, a.shape[0]):
         np.add(a[c - 1], a[c], out=a[c])
+
+
+def _accumulate_blocks(out: np.ndarray, fill: Callable[[np.ndarray, int], None]) -> None:
+    """``out[c] = f(c) + out[c - 1]`` (``cumsum`` along axis 0 of the values ``f``, the same sequential sums).
+
+    ``fill(block, s)`` writes the values of rows ``s, s + 1, ...`` into ``block`` (a view of
+    ``out``), :data:`_COLUMN_BLOCK` rows at a time: each block's passes (its values, then its
+    sums) stay in cache instead of going over the whole array (megabytes a chunk) once each.
+    """
+    for s in range(0, out.shape[0], _COLUMN_BLOCK):
+        block = out[s : s + _COLUMN_BLOCK]
+        fill(block, s)
+        if s:
+            np.add(out[s - 1], block[0], out=block[0])
+        _accumulate_rows(block)

@@ -303,24 +303,37 @@ class Geometry:
             return self.size
         err = self._err(w)
         with np.errstate(over="ignore"):
-            if row.size > 64 * _PRECHECK:
-                stride = row.size // _PRECHECK
-                part = self._candidates_mask(row[::stride], gamma, err)
-                if np.count_nonzero(part) * stride > 4 * cap + 4 * row.size // 64:
-                    return self.size + 1
-            return int(np.count_nonzero(self._candidates_mask(row, gamma, err)))
+            if self._far_over(row, gamma, err, cap):
+                return self.size + 1
+            return int(np.count_nonzero(self.candidates_mask(row, gamma, err)))
+
+    @property
+    def sample_stride(self) -> int:
+        """The stride of a screening row's strided sample (about :data:`_PRECHECK` values of it)."""
+        return max(1, self.size // _PRECHECK)
+
+    def precheck(self, cap: int) -> int:
+        """How many values of a screening row's strided sample (every :attr:`sample_stride`-th) must be
+        candidates for :meth:`candidate_count` and :meth:`candidates` (limit ``cap``) to answer "far
+        more than ``cap``" without the full pass; 0 where rows are too short for the pre-check (at
+        most 64 times the sample)."""
+        if self.size <= 64 * _PRECHECK:
+            return 0
+        return (4 * cap + 4 * self.size // 64) // self.sample_stride + 1
+
+    def _far_over(self, row: np.ndarray, gamma: float, err: float, cap: int) -> bool:
+        """The strided pre-check (:meth:`precheck`): the ball has far more than ``cap`` candidates."""
+        n = self.precheck(cap)
+        return bool(n) and int(np.count_nonzero(self.candidates_mask(row[:: self.sample_stride], gamma, err))) >= n
 
     def _candidates(
         self, w: int, row: np.ndarray, gamma: float, err: float, limit: int | None
     ) -> npt.NDArray[np.int64] | None:
-        if limit is not None and row.size > 64 * _PRECHECK:
+        if limit is not None and self._far_over(row, gamma, err, limit):
             # a strided sample says the ball is far over the limit: skip the full pass (this
             # only chooses the sampler; every sampler is exact)
-            stride = row.size // _PRECHECK
-            part = self._candidates_mask(row[::stride], gamma, err)
-            if np.count_nonzero(part) * stride > 4 * limit + 4 * row.size // 64:
-                return None
-        cond = self._candidates_mask(row, gamma, err)
+            return None
+        cond = self.candidates_mask(row, gamma, err)
         if limit is not None and np.count_nonzero(cond) > limit:
             return None
         found = np.flatnonzero(cond)
@@ -328,7 +341,9 @@ class Geometry:
             found = np.union1d(found, [w])
         return found.astype(np.int64)
 
-    def _candidates_mask(self, row: np.ndarray, gamma: float, err: float) -> np.ndarray:
+    def candidates_mask(self, row: np.ndarray, gamma: float, err: float | np.ndarray) -> np.ndarray:
+        """Which screening values ``row`` keep a word as a candidate of a ball of radius ``gamma``, with
+        the error term ``err`` of the row's word (:meth:`_err`; an array: one per value, elementwise)."""
         if self.metric == "euclidean":
             cond = row <= np.float32(gamma * gamma * (1 + 4 * _U32) + err)
         elif self.metric == "angular":

@@ -14,6 +14,7 @@ May import: every module of this package, :mod:`deniable.mechanisms.base` and
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -30,7 +31,7 @@ from ..registry import Option
 from ._envelope import Envelope, Prepared
 from ._far import FAR_KIND, FAR_METRICS, PreparedFar, far_artefact_params
 from ._geometry import TEM_METRICS, Geometry, TemDistributions, tem_distributions
-from ._lazy import build_knn, build_table, rows
+from ._lazy import WordSummaries, build_knn, build_table, rows
 from ._oblivious import oblivious_rounds, privatize_oblivious
 from ._self_first import privatize_fast
 from ._tables import KNN_KIND, KNN_SKETCH, PreparedKnn, TableStore, knn_artefact_params, knn_k
@@ -156,10 +157,12 @@ class TruncatedExponential(Mechanism):
     # derived state, set in __post_init__
     _a: float = field(init=False, repr=False)
     _gamma_from: str = field(init=False, repr=False)
-    _geo: Geometry = field(init=False, repr=False)
+    _geometry: Geometry | None = field(init=False, repr=False)  # built on first use (:attr:`_geo`), or shared
+    _state_lock: threading.Lock = field(init=False, repr=False)  # (the geometry's and the summaries' creation)
     _store: TableStore = field(init=False, repr=False)
     _totals: dict[int, float] = field(init=False, repr=False)
     _knn: TableStore = field(init=False, repr=False)
+    _summaries: WordSummaries | None = field(init=False, repr=False)  # (only when shared: share_knn_tables)
     _ncand: dict[int, int] = field(init=False, repr=False)
     _costs: dict[int, tuple[float, float]] = field(init=False, repr=False)
     _k: int = field(init=False, repr=False)
@@ -264,11 +267,13 @@ class TruncatedExponential(Mechanism):
                 "(--vocab-size) or raise block_bytes"
             )
         object.__setattr__(self, "_a", eps / 2.0)
-        object.__setattr__(self, "_geo", Geometry(self.embedding, metric))
+        object.__setattr__(self, "_geometry", None)
+        object.__setattr__(self, "_state_lock", threading.Lock())
         # tables built for the words of a run: this process's memory only (never disk)
         object.__setattr__(self, "_store", TableStore(memory_bytes=self.memory_bytes))
         object.__setattr__(self, "_totals", {})  # word -> total table mass (for this epsilon)
         object.__setattr__(self, "_knn", TableStore(memory_bytes=self.memory_bytes))
+        object.__setattr__(self, "_summaries", None)
         object.__setattr__(self, "_ncand", {})  # word -> candidates of its ball (choice of sampler)
         object.__setattr__(self, "_costs", {})  # word -> its k-NN envelope's cost (choice of sampler)
         object.__setattr__(self, "_k", knn_k(v))
@@ -326,12 +331,18 @@ class TruncatedExponential(Mechanism):
         return np.arange(self.embedding.size, dtype=np.int64), probs
 
     def share_knn_tables(self, other: object) -> bool:
-        """Read and extend ``other``'s in-memory k-NN tables from now on; True where shared.
+        """Read and extend ``other``'s in-memory epsilon-free per-word state from now on; True where shared.
 
-        A k-NN table is a function of the embedding, the metric and ``k`` only (not of epsilon
-        or gamma), so instances that differ only in those can share the tables each builds
-        for the words it meets: what one instance saw, the other then finds. Only for callers
-        whose every word is public: the calibration's reference tokens
+        That state is a function of the embedding, the metric and ``k`` only (not of epsilon
+        or gamma): the k-NN tables, the geometry (the vectors' norms and the screening
+        operands, built once instead of once an instance) and, with the same ``table_max``,
+        the word summaries (:class:`._lazy.WordSummaries`: a word's closest screening values,
+        from which its candidate count at any gamma is read without a pass over the
+        vocabulary, and the k-NN tables stacked; created by the first sharing and held by the
+        sharing instances only). So instances that differ only in epsilon or gamma find what
+        one of them built for the words it met, and draw what they would draw alone (the same
+        plans, the same values). Only for callers whose every word is public: the calibration's
+        reference tokens
         (:func:`deniable.calibrate.table.build_table`, about 80 instances over the same words).
         Refused (False, nothing changed) across embeddings, metrics or ``k``, and in
         history-free mode, which keeps no tables between calls.
@@ -347,6 +358,13 @@ class TruncatedExponential(Mechanism):
         ):
             return False
         object.__setattr__(self, "_knn", other._knn)
+        object.__setattr__(self, "_geometry", other._geo)
+        if other.table_max == self.table_max:  # (the summaries' pre-check is at table_max)
+            with other._state_lock:
+                if other._summaries is None:
+                    balls = WordSummaries(other.embedding.size, other.table_max, other.memory_bytes)
+                    object.__setattr__(other, "_summaries", balls)
+            object.__setattr__(self, "_summaries", other._summaries)
         return True
 
     def flush_cache(self) -> None:
@@ -474,6 +492,19 @@ class TruncatedExponential(Mechanism):
         if self.history_free:  # time a function of the token count and the configuration only
             return privatize_oblivious(self, flat, rng)
         return privatize_fast(self, flat, rng)
+
+    @property
+    def _geo(self) -> Geometry:
+        """The distance computations on this embedding and metric, built on first use (or shared:
+        :meth:`share_knn_tables`): the norms and screening operands are a pass over the vectors."""
+        geo = self._geometry
+        if geo is None:
+            with self._state_lock:
+                geo = self._geometry
+                if geo is None:
+                    geo = Geometry(self.embedding, self.metric)
+                    object.__setattr__(self, "_geometry", geo)
+        return geo
 
     @property
     def _gamma(self) -> float:

@@ -110,6 +110,8 @@ _PROPOSALS = 1 << 14
 #: took 9-27% more CPU time at eps 3 and 5).
 _TOKENS = 1 << 12
 _FAR_TOKENS = 1 << 11
+#: Pairs whose exact distances are formed at once (:meth:`_Chunk._exact_grid`: the float64 temporaries stay in cache).
+_EXACT_PAIRS = 2048
 #: At most this many stages in a chunk's budget (:func:`stages`).
 _MAX_STAGES = 8
 #: What a stage costs besides its proposals, in proposals: its numpy calls on small arrays
@@ -256,6 +258,8 @@ class _Envelopes:
     #: (0.0 for an empty part), which map ``u`` onto the index of either part
     uniform: bool = False
     scale: tuple[np.ndarray, np.ndarray] | None = None
+    #: the E slice: the rows' envelope outside E, ``env = exp(log_env)`` (formed once a row, not a proposal)
+    weight: np.ndarray | None = None
 
 
 def _envelopes(
@@ -274,16 +278,17 @@ def _envelopes(
     the sampler only whether they are finite, i.e. the envelope usable: ``est`` is then 1.0
     or inf). The plain envelope (``use_far`` False or no far bounds) proposes E uniformly
     when the plan chose so (``Prepared.uniform_e``, :func:`_uniform_pays`): no weights of E
-    are formed then. ``bufs``: the call's arrays to reuse (:class:`Buffers`: E's ids).
+    are formed then. ``bufs``: the call's arrays to reuse (:class:`Buffers`: E's ids and weights, the far layouts).
     """
     k, env = mech._k, mech._env
-    ids = _ids(entries[0], k, bufs)
     tail = np.asarray(entries[1], dtype=np.float64)
-    dist, d_env, sketch = tail[:, :k], tail[:, k], tail[:, k + 1 :]
     n_rest = env.n_rest
     if mech._prepared.uniform_e and n_rest and not (use_far and mech._prepared.far is not None):
-        return _uniform_envelopes(mech, ids, tail, estimate)
-    cum = env.cumulative_weights_columns(dist)  # (the same bits as cumsum along the rows, much faster)
+        # E's ids read where they are (the E slice gathers one entry a proposal: no contiguous copy)
+        return _uniform_envelopes(mech, np.asarray(entries[0])[:, :k], tail, estimate)
+    ids = _ids(entries[0], k, bufs)
+    dist, d_env, sketch = tail[:, :k], tail[:, k], tail[:, k + 1 :]
+    cum = env.cumulative_weights_columns(dist, _buffer(bufs, "cum", (k, ids.shape[0])))  # (cumsum's bits, faster)
     m_e = cum[:, -1]
     log_env = env.weights_exponent(d_env)
     far = mech._prepared.far if n_rest and use_far else None
@@ -292,7 +297,7 @@ def _envelopes(
         layout = None
         far_word = np.zeros(words.size, dtype=bool)
         if far is not None:
-            layout = env.far_layout_columns(words, log_env)
+            layout = env.far_layout_columns(words, log_env, _buffer(bufs, "layout", (far.clusters, words.size)))
             far_word = env.far_words(m_e, log_env)
             outside = np.where(far_word, layout[:, -1] if words.size else plain, plain)
         else:
@@ -308,6 +313,11 @@ def _envelopes(
     return _Envelopes(
         ids=ids, cum=cum, m_e=m_e, total=total, log_env=log_env, far_word=far_word, layout=layout, est=est
     )
+
+
+def _buffer(bufs: Buffers | None, name: str, shape: tuple[int, ...]) -> np.ndarray | None:
+    """The call's float64 buffer ``name`` of ``shape`` (:class:`Buffers`), or None (a fresh array) without buffers."""
+    return None if bufs is None else bufs.get(name, shape, np.float64)
 
 
 def _ids(ids: np.ndarray, k: int, bufs: Buffers | None) -> np.ndarray:
@@ -347,6 +357,7 @@ def _uniform_envelopes(mech: TruncatedExponential, ids: np.ndarray, tail: np.nda
         est=est,
         uniform=True,
         scale=(_inverse(1.0 - g), _inverse(g)),
+        weight=g,
     )
 
 
@@ -492,8 +503,10 @@ class Buffers:
     A chunk's k-NN rows are megabytes (3.4 KB a token on GloVe: 14 MB for 4,096 tokens),
     allocated afresh per chunk and every page faulted at its first write; reused, the
     chunks of 4,096 tokens pay (at eps 1 on GloVe 50k, one thread, 7% less CPU time a call
-    than chunks of 2,048 without buffers; the same without them). The sizes are the call's
-    first (largest) chunk's: a function of the token count only.
+    than chunks of 2,048 without buffers; the same without them). With the far bounds, E's
+    weights and the far layouts too (4 MB and 13 MB a chunk of 2,048 tokens on GloVe 50k's
+    781 clusters, 8 bytes an entry). The sizes are the call's first (largest) chunk's: a
+    function of the token count only.
     """
 
     def __init__(self) -> None:
@@ -544,7 +557,7 @@ class _Chunk:
         for s in range(0, tok.size, per):
             part = tok[s : s + per]
             m = part.size
-            accepted, drawn = self._propose(np.repeat(part, r))
+            accepted, drawn = self._propose(np.repeat(part, r).reshape(m, r))  # row i: token part[i]'s r proposals
             grid = accepted.reshape(m, r)
             first = np.argmax(grid, axis=1)
             got[s : s + m] = grid[np.arange(m), first]
@@ -552,9 +565,14 @@ class _Chunk:
         return got, res
 
     def _propose(self, j: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.int64]]:
-        """One proposal of the k-NN envelope sampler for each token ``j[i]``: ``(accepted, word)``."""
+        """One proposal of the k-NN envelope sampler for each token ``j[i]``: ``(accepted, word)``.
+
+        ``j``: a ``(tokens, r)`` grid whose row ``i`` is one token repeated (:meth:`first_accepted`), or
+        any array of tokens; the results have ``j``'s shape with the E slice, else are flat.
+        """
         if self.env.uniform:
             return self._propose_uniform(j)
+        grid, j = j, j.reshape(-1)
         mech, env, words, rng, far = self.mech, self.env, self.words, self.rng, self.far
         v, k = mech.embedding.size, mech._k
         u = rng.random(j.size) * env.total[j]
@@ -579,7 +597,7 @@ class _Chunk:
                 use = env.far_word[j]
                 y = np.where(use, y_far, y)
                 log_g = np.where(use, lg_far, log_g)
-            d = mech._geo.exact_indexed(self.w_rows, j, words[j], y)
+            d = self._exact_grid(grid, y).reshape(-1)
             with np.errstate(over="ignore", invalid="ignore"):
                 p_acc = np.exp(mech._env.weights_exponent(d) - log_g)
             p_acc[~(log_g > -np.inf)] = 0.0
@@ -588,6 +606,23 @@ class _Chunk:
             accepted |= acc
             res = np.where(in_e, res, y)
         return accepted, res
+
+    def _exact_grid(self, j: npt.NDArray[np.int64], y: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        """``d(words[j], y)`` for a grid ``j`` whose rows each repeat one token (:meth:`first_accepted`).
+
+        :meth:`._geometry.Geometry.exact_rows` with each token's vector read once for its row
+        (broadcast against the row's words: the same distances, bit for bit), about
+        :data:`_EXACT_PAIRS` pairs at a time (the temporaries stay in cache).
+        """
+        grid = j if j.ndim == 2 else j.reshape(-1, 1)
+        ys = y.reshape(grid.shape)
+        out = np.empty(grid.shape, dtype=np.float64)
+        per = max(1, _EXACT_PAIRS // grid.shape[1])
+        for s in range(0, grid.shape[0], per):
+            rows = grid[s : s + per]
+            w = np.take(self.w_rows, rows[:, 0], axis=0)[:, None, :]
+            out[s : s + per] = self.mech._geo.exact_rows(w, self.words[rows], ys[s : s + per])
+        return out.reshape(j.shape)
 
     def _propose_uniform(self, j: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.int64]]:
         """One proposal of the plain envelope with the E slice for each token ``j[i]``: ``(accepted, word)``.
@@ -603,26 +638,27 @@ class _Chunk:
         every proposal computes both parts' draws (one uniform index of E, one word of the
         vocabulary, one exact distance), the part its ``u`` falls in is chosen by masks.
         """
-        mech, env, words, rng = self.mech, self.env, self.words, self.rng
-        assert env.scale is not None
+        mech, env, rng = self.mech, self.env, self.rng
+        assert env.scale is not None and env.weight is not None
         v, k = mech.embedding.size, mech._k
-        u = rng.random(j.size)
+        u = rng.random(j.shape)  # (the same draws as rng.random(j.size), in j's shape)
         u *= env.total[j]
         m_slice = env.m_e[j]
         in_e = u < m_slice
+        to_e, to_rest = env.scale[0][j], env.scale[1][j]  # (each row's array gathered once a proposal)
         # the part's index from u's place in it (uniform within the part it falls in)
-        i = u * env.scale[0][j]
+        i = u * to_e
         np.minimum(i, k - 1, out=i)
         e_at = i.astype(np.int64)
         y = u - m_slice
-        y *= env.scale[1][j]
+        y *= to_rest
         np.clip(y, 0, v - 1, out=y)
         y_at = y.astype(np.int64)
-        d = mech._geo.exact_indexed(self.w_rows, j, words[j], y_at)
+        d = self._exact_grid(j, y_at)
         np.copyto(d, env.cum[j, e_at], where=in_e)  # E's exact distances (its table's)
         w = np.exp(mech._env.weights_exponent(d))
-        g = np.exp(env.log_env[j])
+        g = env.weight[j]
         # accepted with min(w, env) / env outside, max(w - env, 0) / (1 - env) in E's slice
-        p_acc = np.where(in_e, np.maximum(w - g, 0.0) * env.scale[0][j], np.minimum(w, g) * env.scale[1][j])
-        accepted = rng.random(j.size) < p_acc
+        p_acc = np.where(in_e, np.maximum(w - g, 0.0) * to_e, np.minimum(w, g) * to_rest)
+        accepted = rng.random(j.shape) < p_acc
         return accepted, np.where(in_e, env.ids[j, e_at], y_at)
