@@ -109,11 +109,6 @@ class Envelope:
         with np.errstate(over="ignore"):
             return -self.a * np.minimum(d, self.gamma)
 
-    def cost(self, entry: Table) -> tuple[float, float]:
-        """``(bound, estimate)`` of the expected proposals per token for one entry (:meth:`costs`)."""
-        bound, est = self.costs(np.asarray(entry[1], dtype=np.float64)[None, :])
-        return float(bound[0]), float(est[0])
-
     def costs(self, tails: np.ndarray) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
         """``(bound, estimate)`` of the expected proposals per token for many k-NN tables at once
         (``tails``: their distance rows, stacked; each row's result does not depend on the others:

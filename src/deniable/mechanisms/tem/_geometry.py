@@ -209,8 +209,18 @@ class Geometry:
         :meth:`exact_rows` on chunks of :data:`_PAIRED_CHUNK` pairs, gathering each chunk's
         vectors there: the float64 temporaries stay in cache (3x faster than one pass over
         32k random pairs on GloVe), and each distance is computed alone, so the values do
-        not depend on the chunking.
+        not depend on the chunking. ``ys`` of shape ``(r, c)`` (``idx`` and ``ws`` of shape
+        ``(r,)``): ``d(ws[i], ys[i, j])``, each row's vector gathered once and broadcast against
+        its ``c`` words (the same distances).
         """
+        if ys.ndim == 2:
+            per = max(1, _PAIRED_CHUNK // max(ys.shape[1], 1))
+            grid = np.empty(ys.shape, dtype=np.float64)
+            for s in range(0, ys.shape[0], per):
+                part = slice(s, s + per)
+                w_rows = np.take(table, idx[part], axis=0)[:, None, :]
+                grid[part] = self.exact_rows(w_rows, ws[part][:, None], ys[part])
+            return grid
         out = np.empty(ys.size, dtype=np.float64)
         for s in range(0, ys.size, _PAIRED_CHUNK):
             part = slice(s, s + _PAIRED_CHUNK)

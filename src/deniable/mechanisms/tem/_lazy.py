@@ -263,7 +263,7 @@ def build_table(mech: TruncatedExponential, w: int, cand: npt.NDArray[np.int64])
 def _costs(
     mech: TruncatedExponential, words: npt.NDArray[np.int64], tails: np.ndarray
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """:meth:`Envelope.cost` of each word's k-NN table (``tails``: their distance rows, stacked), as
+    """:meth:`Envelope.costs` of each word's k-NN table (``tails``: their distance rows, stacked), as
     arrays, remembered per word unless history-free (a function of the table and epsilon: the same
     remembered or not). The words missing from the memo are costed together (:meth:`Envelope.costs`)."""
     n = words.size

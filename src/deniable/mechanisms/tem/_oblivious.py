@@ -110,8 +110,6 @@ _PROPOSALS = 1 << 14
 #: took 9-27% more CPU time at eps 3 and 5).
 _TOKENS = 1 << 12
 _FAR_TOKENS = 1 << 11
-#: Pairs whose exact distances are formed at once (:meth:`_Chunk._exact_grid`: the float64 temporaries stay in cache).
-_EXACT_PAIRS = 2048
 #: At most this many stages in a chunk's budget (:func:`stages`).
 _MAX_STAGES = 8
 #: What a stage costs besides its proposals, in proposals: its numpy calls on small arrays
@@ -608,21 +606,12 @@ class _Chunk:
         return accepted, res
 
     def _exact_grid(self, j: npt.NDArray[np.int64], y: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-        """``d(words[j], y)`` for a grid ``j`` whose rows each repeat one token (:meth:`first_accepted`).
-
-        :meth:`._geometry.Geometry.exact_rows` with each token's vector read once for its row
-        (broadcast against the row's words: the same distances, bit for bit), about
-        :data:`_EXACT_PAIRS` pairs at a time (the temporaries stay in cache).
-        """
+        """``d(words[j], y)`` for a grid ``j`` whose rows each repeat one token (:meth:`first_accepted`):
+        :meth:`._geometry.Geometry.exact_indexed` on the grid, each token's vector read once for its row."""
         grid = j if j.ndim == 2 else j.reshape(-1, 1)
-        ys = y.reshape(grid.shape)
-        out = np.empty(grid.shape, dtype=np.float64)
-        per = max(1, _EXACT_PAIRS // grid.shape[1])
-        for s in range(0, grid.shape[0], per):
-            rows = grid[s : s + per]
-            w = np.take(self.w_rows, rows[:, 0], axis=0)[:, None, :]
-            out[s : s + per] = self.mech._geo.exact_rows(w, self.words[rows], ys[s : s + per])
-        return out.reshape(j.shape)
+        tok = grid[:, 0]
+        d = self.mech._geo.exact_indexed(self.w_rows, tok, self.words[tok], y.reshape(grid.shape))
+        return d.reshape(j.shape)
 
     def _propose_uniform(self, j: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.int64]]:
         """One proposal of the plain envelope with the E slice for each token ``j[i]``: ``(accepted, word)``.
