@@ -58,3 +58,24 @@ def test_unit_rows_and_the_angular_formula() -> None:
     np.testing.assert_allclose(out, [0.0, 0.5, 1.0], atol=1e-7)
     # a one-row side broadcasts in paired_distances (distances_to is that)
     np.testing.assert_allclose(paired_distances(x[:1], x, "angular"), distances_to(x[0], x, "angular"))
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "manhattan", "chebyshev"])
+def test_paired_distances_are_those_of_float64_differences_whatever_the_dtypes(metric: str) -> None:
+    # the conversions paired_distances makes to skip numpy's casting loop give the values of
+    # np.subtract(x, y, dtype=float64): each side converted, then subtracted, bit for bit
+    from deniable.metrics import from_differences
+
+    rng = np.random.default_rng(21)
+    big = rng.normal(size=(6, 9, 7))
+    small = rng.normal(size=(6, 1, 7))
+    dtypes = [(np.float32, np.float32), (np.float64, np.float32), (np.float32, np.float64), (np.float16, np.int64)]
+    for dx, dy in dtypes:
+        pairs = [
+            (small.astype(dx), big.astype(dy)),
+            (big.astype(dx), small.astype(dy)),
+            (big.astype(dx), big.astype(dy)),
+        ]
+        for x, y in pairs:
+            expect = from_differences(np.subtract(x, y, dtype=np.float64), metric)
+            assert np.array_equal(paired_distances(x, y, metric), expect)

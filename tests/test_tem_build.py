@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import pytest
 
 from conftest import make_tiny_embedding
-from deniable.mechanisms.tem import _tables
+from deniable.embedding import Embedding
+from deniable.mechanisms.tem import _tables, _topk
 from deniable.mechanisms.tem._geometry import Geometry
 from deniable.mechanisms.tem._tables import _knn_heaps, _near_groups
 
@@ -17,13 +20,16 @@ def _screen_rows(geo: Geometry) -> np.ndarray:
     return -rows if geo.metric == "angular" else rows
 
 
+@pytest.mark.parametrize("kernel", [False, True])
 @pytest.mark.parametrize("metric", ["euclidean", "angular"])
 @pytest.mark.parametrize("tile", [7, 64])
 @pytest.mark.parametrize("sample", [32, 4096])  # the seeds from a strided sample, or from every column
 @pytest.mark.parametrize("v", [250, 1200])  # 1200: in k-means cluster order, with the clusters' seeds
 def test_heaps_hold_the_smallest_keys_of_every_row(
-    monkeypatch: pytest.MonkeyPatch, metric: str, tile: int, sample: int, v: int
+    monkeypatch: pytest.MonkeyPatch, metric: str, tile: int, sample: int, v: int, kernel: bool
 ) -> None:
+    if kernel and True not in _paths():
+        pytest.skip("numba is not installed (the fast extra): the kernel path is checked by .ci/run")
     monkeypatch.setattr(_tables, "_SAMPLE", sample)
     k1 = 17
     geo = Geometry(make_tiny_embedding(v, 5, seed=3), metric)
@@ -31,7 +37,7 @@ def test_heaps_hold_the_smallest_keys_of_every_row(
     groups, perm = _near_groups(geo.x, k1, metric == "angular")
     assert bool(groups) == (v == 1200) and np.array_equal(np.sort(perm), np.arange(v))
     lhs, partner = geo.key_operand(perm)  # checked below against the screen's own rows
-    blocks = list(_knn_heaps(lhs, partner, k1, slack, tile=tile, groups=groups))
+    blocks = list(_knn_heaps(lhs, partner, k1, slack, tile=tile, groups=groups, kernel=kernel))
     assert [b[0] for b in blocks] == list(range(0, v, tile))  # every block, in row order
     keys, ids = np.empty((v, k1), dtype=np.float32), np.empty((v, k1), dtype=np.int64)
     keys[perm] = np.concatenate([b[1] for b in blocks])
@@ -73,36 +79,88 @@ def test_exact_block_is_the_exact_distance_bit_for_bit(metric: str) -> None:
     assert block[2, 7] == 0.0
 
 
-def test_drop_largest_is_what_a_stable_sort_leaves() -> None:
-    # the (k+1)-th key and the k nearest ids without sorting, ties included: the equal largest
-    # key furthest along the row is the one left out, as after a stable ascending sort
-    rng = np.random.default_rng(6)
-    keys = rng.integers(0, 5, (300, 9)).astype(np.float32)  # many ties
-    ids = rng.permutation(300 * 9).reshape(300, 9).astype(np.int64)
-    largest, rest = _tables._drop_largest(keys, ids)
-    order = np.argsort(keys, axis=1, kind="stable")
-    expect_keys = np.take_along_axis(keys, order, axis=1)
-    expect_ids = np.take_along_axis(ids, order, axis=1)
-    assert np.array_equal(largest, expect_keys[:, -1])
-    assert np.array_equal(np.sort(rest, axis=1), np.sort(expect_ids[:, :-1], axis=1))
+def _paths() -> list[bool]:
+    """The tile paths to check: numpy, and numba's kernel where numba is installed (the fast extra)."""
+    return [False, True] if importlib.util.find_spec("numba") is not None else [False]
 
 
+@pytest.mark.parametrize("kernel", [False, True])
 @pytest.mark.parametrize("metric", ["euclidean", "angular"])
-def test_unordered_heaps_hold_what_the_ordered_ones_hold(metric: str) -> None:
-    # ordered=False (the build's path) yields the same heaps, in heap order
+@pytest.mark.parametrize("tile", [7, 64])
+def test_both_paths_keep_the_smallest_key_id_pairs_ties_by_id(metric: str, tile: int, kernel: bool) -> None:
+    # integer coordinates: every float32 key is exact (euclidean), so equal keys are equal pairs'
+    # distances, and duplicated words tie with everything; the build keeps the k1 smallest
+    # (key, id), the lower id first among equal keys, whatever the order of the offers
+    if kernel and True not in _paths():
+        pytest.skip("numba is not installed (the fast extra): the kernel path is checked by .ci/run")
+    rng = np.random.default_rng(11)
+    x = rng.integers(-2, 3, (900, 4)).astype(np.float32)
+    x[100:140] = x[0]  # 41 copies of one word: more equal keys than k1 for its neighbours
+    vectors = x if metric == "euclidean" else x + np.float32(0.5)  # angular: no zero vector
+    geo = Geometry(Embedding([f"w{i}" for i in range(900)], vectors, name="ties"), metric)
     k1 = 17
-    geo = Geometry(make_tiny_embedding(1200, 5, seed=3), metric)
     slack = 2.0 * geo._err(int(np.argmax(geo._norms)))
     groups, perm = _near_groups(geo.x, k1, metric == "angular")
     lhs, partner = geo.key_operand(perm)
-    ordered = list(_knn_heaps(lhs, partner, k1, slack, tile=64, groups=groups))
-    raw = [
-        (s, k.copy(), i.copy())
-        for s, k, i in _knn_heaps(lhs, partner, k1, slack, tile=64, groups=groups, ordered=False)
-    ]
-    for (s, keys, ids), (s2, hk, hi) in zip(ordered, raw, strict=True):
-        assert s == s2
-        assert np.array_equal(np.sort(hk, axis=1), keys)
-        largest, rest = _tables._drop_largest(hk, hi)
-        assert np.array_equal(largest, keys[:, -1])
-        assert np.array_equal(np.sort(rest, axis=1), np.sort(ids[:, :-1], axis=1))
+    blocks = list(_knn_heaps(lhs, partner, k1, slack, tile=tile, groups=groups, kernel=kernel))
+    keys, ids = np.concatenate([b[1] for b in blocks]), np.concatenate([b[2] for b in blocks])
+    # the brute force over the build's own values: key(i, j) as the tile computes it (row i for
+    # i <= j's tile, else row j)
+    full = lhs @ partner(lhs).T
+    blk = np.arange(900) // tile
+    build = np.where(blk[:, None] <= blk[None, :], full, full.T)
+    build = np.where(blk[:, None] == blk[None, :], full, build)  # the diagonal tile: row offers only
+    codes = _topk.encode(build, np.broadcast_to(np.arange(900), build.shape))
+    expect = np.sort(codes, axis=1)[:, :k1]
+    assert np.array_equal(_topk.encode(keys, ids), expect)
+    if metric == "euclidean":
+        assert np.count_nonzero(keys[:, -1:] == keys[:, -2:-1]) > 100  # ties at the k1-th place were met
+
+
+def test_reservoirs_keep_the_smallest_codes_in_any_order() -> None:
+    # offers in random batches and orders, compactions included: the k1 smallest codes at most the seed
+    rng = np.random.default_rng(12)
+    n, k1, per = 40, 9, 300
+    keys = rng.integers(-20, 20, (n, per)).astype(np.float32) / np.float32(4.0)
+    keys[0] = np.abs(keys[0]) + np.float32(1.0)
+    keys[0, :5] = -0.0  # -0.0 is +0.0: word 0's five smallest
+    ids = np.tile(np.arange(per), (n, 1))
+    seeds = np.sort(keys, axis=1)[:, k1 + 30].copy()
+    res = _topk.Reservoirs(seeds, k1, 2 * k1)
+    owners = np.repeat(np.arange(n), per)
+    order = rng.permutation(owners.size)
+    for part in np.array_split(order, 37):
+        res.offer(owners[part], keys.reshape(-1)[part], ids.reshape(-1)[part])
+    got_keys, got_ids = res.smallest(slice(0, n), [])
+    codes = _topk.encode(keys + np.float32(0.0), ids)
+    expect = np.sort(codes, axis=1)[:, :k1]
+    assert np.array_equal(_topk.encode(got_keys, got_ids), expect)
+    assert np.all(got_keys[0, :5] == 0.0) and not np.any(np.signbit(got_keys[0, :5]))
+    assert np.all(res.limit >= expect[:, -1])  # a limit is never below the final k1-th code
+
+
+def test_codes_order_keys_then_ids() -> None:
+    k = np.array([-np.inf, -3.5, -1e-30, -0.0, 0.0, 1e-30, 2.0, 2.0, np.inf], dtype=np.float32)
+    i = np.array([5, 1, 2, 9, 3, 0, 4, 7, 8])
+    c = _topk.encode(k, i)
+    assert np.all(np.diff(c.astype(np.float64)) >= 0) and c[3] > c[4]  # -0.0 as +0.0, then by id
+    back_k, back_i = _topk.decode(c)
+    assert np.array_equal(back_k, k + np.float32(0.0)) and np.array_equal(back_i, i)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("numba") is None, reason="numba (the fast extra) not installed")
+def test_kernel_select_is_a_partition() -> None:
+    from deniable.mechanisms.tem._kernels import _select
+
+    rng = np.random.default_rng(13)
+    for size, k in [(2, 0), (2, 1), (3, 1), (50, 0), (50, 49), (514, 256), (385, 256)]:
+        a = rng.permutation(np.arange(size, dtype=np.uint64) * np.uint64(7919))
+        b = a.copy()
+        _select(b, k)
+        assert np.array_equal(np.sort(b), np.sort(a))
+        assert b[k] == np.sort(a)[k] and np.all(b[:k] < b[k]) and np.all(b[k + 1 :] > b[k])
+
+
+def test_numpy_is_forced_by_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DENIABLE_TEM_KERNEL", "numpy")
+    assert _tables._tile_kernel() is None

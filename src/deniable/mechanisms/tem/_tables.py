@@ -16,7 +16,8 @@ this module is imported; its key is :func:`knn_artefact_params`): a function of 
 embedding and the metric only, two ``(V, k + 1 + sketch)`` arrays memory-mapped by
 :class:`PreparedKnn`.
 
-May import: :mod:`._geometry`, :mod:`._shared`, and the library below the mechanisms
+May import: :mod:`._geometry`, :mod:`._shared`, :mod:`._topk`, :mod:`._kernels` (lazily, when
+numba imports), and the library below the mechanisms
 (:mod:`deniable.artefacts`, :mod:`deniable.embedding`, :mod:`deniable.metrics`, ``_progress``).
 """
 
@@ -40,6 +41,7 @@ from ...embedding import Embedding, Vocabulary
 from ...metrics import unit_rows
 from ._geometry import Geometry
 from ._shared import Table, build_workers, cluster_labels, one_faiss_thread, single_threaded_blas, touch_pages
+from ._topk import Reservoirs
 
 __all__ = [
     "KNN_KIND",
@@ -69,8 +71,11 @@ _TILE = 1024
 _SAMPLE = 4096
 #: rows of exact neighbour distances computed at once in the build (k x dim float64 each)
 _EXACT_CHUNK = 16
-#: rows of a tile behind one minimum in the column filter of the prepared build
+#: rows of a tile behind one minimum in the column filter of the prepared build (numpy path)
 _CHUNK = 16
+#: a word's reservoir in the prepared build holds this many times k1 codes (:mod:`._topk`): 8 bytes
+#: a code, so the memory of faiss's heaps before (12 bytes an entry); 2x measured no faster
+_RESERVOIR = 1.5
 
 
 def knn_artefact_params(embedding: Vocabulary, metric: str) -> dict[str, object]:
@@ -255,8 +260,8 @@ def build_knn_artefact(
     """Write ``ids.npy`` and ``dist.npy``: the k-NN table of every word of ``embedding``.
 
     Euclidean and angular: a symmetric tiled exact k-NN search (:func:`_knn_heaps`: each
-    pair's float32 key computed once by BLAS, faiss heaps for the top-(k+1) of every
-    word), in bounded memory; the exact float64 distances of E come from
+    pair's float32 key computed once by BLAS, every word's k+1 smallest ``(key, id)`` kept
+    in a reservoir, :mod:`._topk`), in bounded memory; the exact float64 distances of E come from
     :meth:`Geometry.exact_block`. Manhattan and chebyshev: screening rows block by block.
     Rows are written where they belong as their blocks complete (``os.pwrite``); the
     store hashes the files.
@@ -315,6 +320,8 @@ def _knn_blocks_symmetric(geo: Geometry, k: int, n_sketch: int) -> Iterator[tupl
     # the search holds its own operand, in cluster order (the screen's values, rebuilt here
     # from the vectors; Geometry's copy would be a second one: dropped)
     geo.release_operands()
+    # the tile kernel compiles (about 2 s) on another core while the k-means runs on one
+    threading.Thread(target=_warm_kernel, daemon=True, name="deniable-tem-compile").start()
     groups, perm = _near_groups(geo.x, k + 1, angular)
     stride = max(1, v // _SAMPLE)
     lhs_p, partner = geo.key_operand(perm)  # the search's operand, in cluster order
@@ -338,11 +345,11 @@ def _knn_blocks_symmetric(geo: Geometry, k: int, n_sketch: int) -> Iterator[tupl
         sample_t[n] = add_rows[::stride]
     # two float32 evaluations of one key differ by at most twice the a priori error bound
     slack = 2.0 * geo._err(int(np.argmax(geo._norms)))
-    heaps = _knn_heaps(lhs_p, partner, k + 1, slack, groups=groups, ordered=False)
-    for s, keys, nn in heaps:
+    # (ids: the words themselves, so equal keys at the (k+1)-th place are taken by the lower word id)
+    for s, keys, nn in _knn_heaps(lhs_p, partner, k + 1, slack, groups=groups, names=perm):
         q = perm[s : s + keys.shape[0]]
-        kth32, near = _drop_largest(keys, nn)  # the (k+1)-th key, and the k nearest
-        e_ids = np.sort(perm[near], axis=1)
+        kth32 = keys[:, -1]  # the (k+1)-th key, and the k nearest
+        e_ids = np.sort(nn[:, :-1], axis=1)
         # the sketch: the same order statistics of the sampled far keys as knn_entry takes
         sample = left(q) @ sample_t
         if add_rows is not None:
@@ -374,168 +381,153 @@ def _knn_heaps(
     *,
     tile: int | None = None,
     groups: list[tuple[np.ndarray, np.ndarray]] | None = None,
-    ordered: bool = True,
+    names: np.ndarray | None = None,
+    kernel: bool | None = None,
 ) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-    """The ``k1`` smallest keys of every row, ``key(i, j) = lhs[i] @ partner(lhs[j])``.
+    """The ``k1`` smallest keys of every row, ``key(i, j) = lhs[i] @ partner(lhs[j])``, ties by id.
+
+    The id of row ``j`` is ``names[j]`` (distinct, in ``[0, 2**32)``; default ``j``).
 
     ``partner`` maps rows of ``lhs`` to the rows of the right operand (a column scaling
-    and permutation: nothing else is held in memory).
+    and permutation), built once.
 
     The key must be symmetric in exact arithmetic (``key(i, j) = key(j, i)`` up to float32
     rounding): each tile ``(I, J)``, ``I <= J``, is computed once (one float32 BLAS product
-    of ``tile x tile``) and feeds the faiss max-heaps of its rows and of its columns. Only
-    the values that can enter a heap are offered, one by one (:func:`_offer_sparse`): those
-    at most the heap's current top (which only decreases) and at most the word's seed;
-    for the rows, one comparison over the tile; for the columns, the chunks of ``_CHUNK``
-    rows of a column whose minimum passes (one reduction over the tile), then their
-    values that pass. faiss compares each offered value with the top again. A heap ends
-    with its word's k1 smallest keys whatever was offered besides (before 2026-11-29 whole
-    rows of a tile were: the same bytes on GloVe at 30k-200k words; only equal keys at the
-    k1-th place could break otherwise). A word's seed is the k1-th smallest key over some
-    columns (the ``groups``: the members of the nearest k-means clusters, see
-    :func:`_near_groups`; else a strided sample of all columns) plus ``slack``, a bound on the difference of two float32
+    of ``tile x tile``) and feeds the reservoirs (:mod:`._topk`) of its rows and of its
+    columns: a value is offered to a word when it is at most the word's threshold (its
+    seed, then the k1-th smallest code its reservoir kept when it last filled), and a word
+    ends with its k1 smallest ``(key, id)`` whatever was offered besides and in whatever
+    order. A word's seed is the k1-th smallest key over some columns (the ``groups``: the
+    members of the nearest k-means clusters, see :func:`_near_groups`; else a strided
+    sample of all columns) plus ``slack``, a bound on the difference of two float32
     evaluations of one key; so at least k1 keys of every word pass and none of its k1
     smallest is dropped.
-    The :func:`build_workers` threads with single-threaded BLAS and faiss share the tiles, one row of
-    tiles at a time, without a lock: a tile's column words are its own among the running
-    tiles (it offers to the shared heaps), and each worker offers the row words' values to
-    its own copy of their heaps, whose gains are merged when the row ends. Yields
-    ``(start, keys, ids)`` per block of ``tile`` rows, in row order, as soon as the block
-    is final (keys ascending, ``(rows, k1)`` float32 and int64); the next row of tiles is
-    already running meanwhile; ``ordered=False``: the heaps' own rows instead (views, in heap
-    order, the largest first; final: no later tile has these words; :func:`_drop_largest`
-    takes what the build needs without sorting them).
-    Memory: the heaps of all rows, ``12 k1`` bytes per row.
-    """
-    import faiss
 
+    One tile's filters and offers are one compiled pass (:func:`._kernels.offer_tile`,
+    numba, the ``fast`` extra) or numpy's filters and :meth:`._topk.Reservoirs.offer`
+    (``kernel=False``, or numba missing, or ``DENIABLE_TEM_KERNEL=numpy``): the same words,
+    bit for bit. The :func:`build_workers` threads with single-threaded BLAS share the
+    tiles, one row of tiles at a time, without a lock: a tile's column words are its own
+    among the running tiles (it offers to the shared reservoirs), and each worker offers
+    the row words' values to its own reservoirs of them, merged when the row ends. Yields
+    ``(start, keys, ids)`` per block of ``tile`` rows, in row order, as soon as the block
+    is final (``(key, id)`` ascending, ``(rows, k1)`` float32 and int64); the next row of
+    tiles is already running meanwhile.
+    Memory: the reservoirs of all rows, ``8 * int(_RESERVOIR * k1)`` bytes per row, and the right
+    operand ``partner(lhs)``, transposed.
+    """
     tile = tile or _TILE
     v = lhs.shape[0]
-    vals = np.empty((v, k1), dtype=np.float32)
-    nn = np.empty((v, k1), dtype=np.int64)
-    heaps: Any = faiss.float_maxheap_array_t()  # (the stubs miss addn's offsets)
-    heaps.k, heaps.nh = k1, v
-    heaps.val, heaps.ids = faiss.swig_ptr(vals), faiss.swig_ptr(nn)
-    top = vals[:, 0]  # the largest kept key of each heap
-
-    def empty_heaps(part: slice) -> None:
-        """What faiss's ``heapify`` writes (its neutral value, id -1), on the workers (1.2 GB at 400k words)."""
-        vals[part] = np.finfo(np.float32).max
-        nn[part] = -1
-
+    # the right operand, once and transposed ((n + 2) x V float32: 83 MB at 400k 50-d words): a
+    # tile's columns are a slice BLAS reads in place (a transposed view with out= was copied)
+    rhs_t = np.ascontiguousarray(partner(lhs).T)
+    names = np.arange(v, dtype=np.int64) if names is None else np.asarray(names, dtype=np.int64)
+    offer_tile = _tile_kernel() if kernel is not False else None
     starts = list(range(0, v, tile))
-
     local = threading.local()
-    privates: dict[int, list[tuple[Any, np.ndarray, np.ndarray]]] = {}
+    privates: dict[int, list[Reservoirs]] = {}
     register = threading.Lock()
+    shared: Reservoirs
 
-    def private(i0: int, r: int) -> tuple[Any, np.ndarray, np.ndarray]:
-        """This worker's own heaps for the rows of block ``i0`` (merged when the block ends)."""
-        mine = getattr(local, "heaps", None)
+    def private(i0: int, r: int) -> Reservoirs:
+        """This worker's own reservoirs of the row words of block ``i0`` (merged when the block ends)."""
+        mine = getattr(local, "res", None)
         if mine is None or mine[0] != i0:
-            # a copy of the shared heaps (no one changes them while the block's row runs),
-            # so faiss compares with tops as tight; the merge keeps only what the row's tiles
-            # added (ids >= i0: the shared heaps hold columns of earlier blocks only)
-            pv = vals[i0 : i0 + r].copy()
-            pi = nn[i0 : i0 + r].copy()
-            ph: Any = faiss.float_maxheap_array_t()
-            ph.k, ph.nh = k1, r
-            ph.val, ph.ids = faiss.swig_ptr(pv), faiss.swig_ptr(pi)
-            mine = local.heaps = (i0, ph, pv, pi)
+            # the shared limits as they are (no one changes these words' while the row runs)
+            mine = local.res = (i0, shared.like(slice(i0, i0 + r)))
             with register:
-                privates.setdefault(i0, []).append((ph, pv, pi))
-        return mine[1], mine[2], mine[3]
+                privates.setdefault(i0, []).append(mine[1])
+        return mine[1]
 
     def one_tile(i0: int, j0: int) -> None:
-        faiss.omp_set_num_threads(1)  # (per thread in OpenMP: this worker's)
         i1, j1 = min(v, i0 + tile), min(v, j0 + tile)
         r, c = i1 - i0, j1 - j0
-        g = lhs[i0:i1] @ partner(lhs[j0:j1]).T
-        # What can still enter a heap: at most its top (which only decreases) and its seed;
-        # only such values are offered (faiss compares each with the heap's current top).
-        # The row words' heaps: this worker's own copy; the values at most the row's
-        # threshold, row by row, columns ascending (one comparison over the tile).
-        ph, pv, _ = private(i0, r)
-        tr = np.minimum(seed[i0:i1], pv[:, 0])
-        if i0 == j0:  # the diagonal tile: its columns are its rows (row offers only)
-            _offer_rows(ph, g, np.flatnonzero(g <= tr[:, None]), j0)
+        buf = getattr(local, "buf", None)
+        if buf is None:  # this worker's tile, reused (a new 4 MB product a tile: page faults each time)
+            buf = local.buf = np.empty(tile * tile, dtype=np.float32)
+        g = np.matmul(lhs[i0:i1], rhs_t[:, j0:j1], out=buf[: r * c].reshape(r, c))
+        rows = private(i0, r)
+        if offer_tile is not None:
+            offer_tile(g, i0, j0, i0 == j0, names, rows.codes, rows.count, rows.limit, rows.thr,
+                       shared.codes, shared.count, shared.limit, shared.thr, k1)  # fmt: skip
+            return
+        # numpy: what can enter a reservoir is at most its threshold (which only decreases).
+        # The row words (this worker's own): one comparison over the tile; on the diagonal
+        # tile its columns are its rows (row offers only).
+        tr = rows.thr
+        if i0 == j0:
+            _offer_rows(rows, g, np.flatnonzero(g <= tr[:, None]), names[j0:j1])
             return
         # One reduction over the tile: the minimum of each chunk of _CHUNK rows of a column.
         h = _CHUNK if r % _CHUNK == 0 else r
         cm = g.reshape(r // h, h, c).min(axis=1)
-        # The row words' heaps: the values at most the row's threshold (one comparison),
-        # over the slabs of h rows whose minimum can pass (row by row, columns ascending).
+        # the row words: the slabs of h rows whose minimum can pass
         slabs = np.flatnonzero(cm.min(axis=1) <= tr.reshape(r // h, h).max(axis=1))
         if slabs.size == r // h:
-            _offer_rows(ph, g, np.flatnonzero(g <= tr[:, None]), j0)
+            _offer_rows(rows, g, np.flatnonzero(g <= tr[:, None]), names[j0:j1])
         elif slabs.size:
-            rows = (slabs[:, None] * h + np.arange(h)).reshape(-1)
-            f = np.flatnonzero(g[rows] <= tr[rows, None])
-            _offer_rows(ph, g, rows[f // c] * c + f % c, j0)
-        # The column words' heaps (shared: no other running tile has these columns): the
-        # values at most the column's threshold, among the chunks whose minimum is (a
-        # gather of the chunks that pass and an offer of their values that pass, rows
-        # ascending). (flat indices: np.nonzero of a 2-d mask is 4x slower here)
-        tc = np.minimum(top[j0:j1], seed[j0:j1])
+            sel = (slabs[:, None] * h + np.arange(h)).reshape(-1)
+            f = np.flatnonzero(g[sel] <= tr[sel, None])
+            _offer_rows(rows, g, sel[f // c] * c + f % c, names[j0:j1])
+        # The column words (shared: no other running tile has these columns): among the
+        # chunks whose minimum passes, the values that pass. (flat indices: np.nonzero of a
+        # 2-d mask is 4x slower here)
+        tc = shared.thr[j0:j1]
         s, j = np.divmod(np.flatnonzero(cm <= tc), c)
         if s.size:
             at = (s[:, None] * h + np.arange(h)).reshape(-1)  # the rows of the chunks, chunk by chunk
             blk = np.take(g.reshape(-1), at * c + np.repeat(j, h))
             e = np.flatnonzero(blk <= np.repeat(tc[j], h))
-            _offer_sparse(heaps, j[e // h] + j0, blk[e], at[e] + i0)
+            shared.offer(j[e // h] + j0, blk[e], names[at[e] + i0])
 
     pending: list[Any] = []
     with single_threaded_blas(), one_faiss_thread(), ThreadPoolExecutor(build_workers()) as pool:
         try:
-            half = -(-v // 2)
-            list(pool.map(empty_heaps, [slice(0, half), slice(half, v)]))
-            seed = _seeds(pool, lhs, partner, k1, slack, groups, tile)
+            seed = _seeds(pool, lhs, rhs_t, k1, slack, groups, tile)
+            shared = Reservoirs(seed, k1, int(_RESERVOIR * k1))
             # One row of tiles at a time: its tiles share the row words (each worker keeps
-            # its own heaps for them) and have distinct column words (the shared heaps).
+            # its own reservoirs of them) and have distinct column words (the shared ones).
             pending = [pool.submit(one_tile, starts[0], j0) for j0 in starts]
             for b, i0 in enumerate(starts):
                 for f in pending:
                     f.result()
                 i1 = min(v, i0 + tile)
-                for _, pv, pi in privates.pop(i0, []):  # what the workers' copies gained, into the shared heaps
-                    new = pi >= i0
-                    pv, pi = np.where(new, pv, np.float32(np.inf)), np.where(new, pi, -1)
-                    heaps.addn_with_ids(k1, faiss.swig_ptr(pv), faiss.swig_ptr(pi), k1, i0, i1 - i0)
+                mine = privates.pop(i0, [])
                 nxt = starts[b + 1] if b + 1 < len(starts) else None
                 pending = [] if nxt is None else [pool.submit(one_tile, nxt, j0) for j0 in starts if j0 >= nxt]
-                if ordered:
-                    order = np.argsort(vals[i0:i1], axis=1, kind="stable")
-                    keys = np.take_along_axis(vals[i0:i1], order, axis=1)
-                    ids = np.take_along_axis(nn[i0:i1], order, axis=1)
-                else:
-                    keys, ids = vals[i0:i1], nn[i0:i1]  # (final: no later tile has these rows or columns)
-                if np.any(ids < 0):  # cannot happen: every row meets all v >= k1 columns
-                    raise RuntimeError("k-NN build: a heap was not filled")
+                keys, ids = shared.smallest(slice(i0, i1), mine)  # final: no later tile has these words
                 yield i0, keys, ids
         finally:
             for f in pending:
                 f.cancel()
 
 
-def _drop_largest(keys: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(largest, rest)`` of each row of heap-ordered ``keys``: the largest key, and the ids of the others.
+def _warm_kernel() -> None:
+    """Compile the tile kernel, if the build will use it (a failure here is raised by the build's own call)."""
+    if _tile_kernel() is not None:
+        try:
+            from ._kernels import warm
 
-    Without sorting, what a stable ascending sort of each row gives (``sorted[:, -1]`` and the
-    ids of ``sorted[:, :-1]``, in another order): among equal largest keys, the one furthest
-    along the row is the one left out.
-    """
-    largest = keys.max(axis=1)
-    k1 = keys.shape[1]
-    last = k1 - 1 - np.argmax(keys[:, ::-1] == largest[:, None], axis=1)
-    keep = np.ones(keys.shape, dtype=bool)
-    keep[np.arange(keys.shape[0]), last] = False
-    return largest, ids[keep].reshape(keys.shape[0], k1 - 1)
+            warm()
+        except Exception:  # noqa: BLE001,S110 - the build's first call compiles again and raises
+            pass
+
+
+def _tile_kernel() -> Callable[..., None] | None:
+    """:func:`._kernels.offer_tile` when numba imports and ``DENIABLE_TEM_KERNEL`` is not ``numpy``, else None."""
+    if os.environ.get("DENIABLE_TEM_KERNEL", "").strip().lower() == "numpy":
+        return None
+    try:
+        from ._kernels import offer_tile
+    except ImportError:
+        return None
+    return offer_tile
 
 
 def _seeds(
     pool: ThreadPoolExecutor,
     lhs: np.ndarray,
-    partner: Callable[[np.ndarray], np.ndarray],
+    rhs_t: np.ndarray,
     k1: int,
     slack: float,
     groups: list[tuple[np.ndarray, np.ndarray]] | None,
@@ -551,11 +543,11 @@ def _seeds(
 
     v = lhs.shape[0]
     seed = np.full(v, np.inf, dtype=np.float32)
-    sample = partner(lhs[:: max(1, v // _SAMPLE)]).T
+    sample = rhs_t[:, :: max(1, v // _SAMPLE)]
 
     def seeds(members: slice | np.ndarray, cols: np.ndarray | None) -> None:
         faiss.omp_set_num_threads(1)  # (per thread in OpenMP: this worker's)
-        g = lhs[members] @ (sample if cols is None else partner(lhs[cols]).T)
+        g = lhs[members] @ (sample if cols is None else rhs_t[:, cols])
         kth = np.partition(g, k1 - 1, axis=1)[:, k1 - 1].astype(np.float64) + slack
         up = np.nextafter(kth.astype(np.float32), np.float32(np.inf))  # rounded up
         seed[members] = np.minimum(seed[members], up)  # (the members of two calls are disjoint)
@@ -607,26 +599,11 @@ def _near_groups(x: np.ndarray, k1: int, angular: bool) -> tuple[list[tuple[np.n
     return groups, perm.astype(np.int64)
 
 
-def _offer_rows(heaps: Any, g: np.ndarray, flat: np.ndarray, j0: int) -> None:
-    """Offer the values of tile ``g`` at the flat indices ``flat`` to the heaps of their rows (ids: ``j0`` + column)."""
+def _offer_rows(res: Reservoirs, g: np.ndarray, flat: np.ndarray, ids: np.ndarray) -> None:
+    """Offer the values of tile ``g`` at the flat indices ``flat`` to their rows' reservoirs (ids: ``ids[column]``)."""
     if flat.size:
         c = g.shape[1]
-        _offer_sparse(heaps, flat // c, g.reshape(-1)[flat], flat % c + j0)
-
-
-def _offer_sparse(heaps: Any, owners: np.ndarray, vals: np.ndarray, ids: np.ndarray) -> None:
-    """Offer ``vals[e]`` with id ``ids[e]`` to heap ``owners[e]``, entry after entry (owners may repeat:
-    the worker's faiss runs on one OpenMP thread); faiss compares each value with the heap's top."""
-    import faiss
-
-    if owners.size == 0:
-        return
-    owners = np.ascontiguousarray(owners, dtype=np.int64)
-    vals = np.ascontiguousarray(vals, dtype=np.float32)
-    ids = np.ascontiguousarray(ids, dtype=np.int64)
-    heaps.addn_query_subset_with_ids(
-        owners.size, faiss.swig_ptr(owners), 1, faiss.swig_ptr(vals), faiss.swig_ptr(ids), 1
-    )
+        res.offer(flat // c, g.reshape(-1)[flat], ids[flat % c])
 
 
 # the store's kind, declared where its builder is
