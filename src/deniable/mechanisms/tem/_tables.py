@@ -320,9 +320,12 @@ def _knn_blocks_symmetric(geo: Geometry, k: int, n_sketch: int) -> Iterator[tupl
     # the search holds its own operand, in cluster order (the screen's values, rebuilt here
     # from the vectors; Geometry's copy would be a second one: dropped)
     geo.release_operands()
-    # the tile kernel compiles (about 2 s) on another core while the k-means runs on one
-    threading.Thread(target=_warm_kernel, daemon=True, name="deniable-tem-compile").start()
+    # the tile kernel compiles (about 2 s) on another core while the k-means runs on one (joined
+    # right after: no thread outlives this phase)
+    warming = threading.Thread(target=_warm_kernel, daemon=True, name="deniable-tem-compile")
+    warming.start()
     groups, perm = _near_groups(geo.x, k + 1, angular)
+    warming.join()
     stride = max(1, v // _SAMPLE)
     lhs_p, partner = geo.key_operand(perm)  # the search's operand, in cluster order
     # the sketch: the screen's own arithmetic (knn_entry's keys), on a strided sample
