@@ -436,7 +436,7 @@ def _knn_heaps(
         """This worker's own reservoirs of the row words of block ``i0`` (merged when the block ends)."""
         mine = getattr(local, "res", None)
         if mine is None or mine[0] != i0:
-            # the shared limits as they are (no one changes these words' while the row runs)
+            # the shared limits as they are (no one changes these words' limits while the row runs)
             mine = local.res = (i0, shared.like(slice(i0, i0 + r)))
             with register:
                 privates.setdefault(i0, []).append(mine[1])
