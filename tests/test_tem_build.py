@@ -13,6 +13,9 @@ from deniable.mechanisms.tem import _tables, _topk
 from deniable.mechanisms.tem._geometry import Geometry
 from deniable.mechanisms.tem._tables import _knn_heaps, _near_groups
 
+#: whether numba's kernel path can be checked here (the fast extra; .ci/run installs it)
+_HAS_NUMBA = importlib.util.find_spec("numba") is not None
+
 
 def _screen_rows(geo: Geometry) -> np.ndarray:
     rows = np.empty((geo.size, geo.size), dtype=np.float32)
@@ -28,7 +31,7 @@ def _screen_rows(geo: Geometry) -> np.ndarray:
 def test_heaps_hold_the_smallest_keys_of_every_row(
     monkeypatch: pytest.MonkeyPatch, metric: str, tile: int, sample: int, v: int, kernel: bool
 ) -> None:
-    if kernel and True not in _paths():
+    if kernel and not _HAS_NUMBA:
         pytest.skip("numba is not installed (the fast extra): the kernel path is checked by .ci/run")
     monkeypatch.setattr(_tables, "_SAMPLE", sample)
     k1 = 17
@@ -79,11 +82,6 @@ def test_exact_block_is_the_exact_distance_bit_for_bit(metric: str) -> None:
     assert block[2, 7] == 0.0
 
 
-def _paths() -> list[bool]:
-    """The tile paths to check: numpy, and numba's kernel where numba is installed (the fast extra)."""
-    return [False, True] if importlib.util.find_spec("numba") is not None else [False]
-
-
 @pytest.mark.parametrize("kernel", [False, True])
 @pytest.mark.parametrize("metric", ["euclidean", "angular"])
 @pytest.mark.parametrize("tile", [7, 64])
@@ -91,7 +89,7 @@ def test_both_paths_keep_the_smallest_key_id_pairs_ties_by_id(metric: str, tile:
     # integer coordinates: every float32 key is exact (euclidean), so equal keys are equal pairs'
     # distances, and duplicated words tie with everything; the build keeps the k1 smallest
     # (key, id), the lower id first among equal keys, whatever the order of the offers
-    if kernel and True not in _paths():
+    if kernel and not _HAS_NUMBA:
         pytest.skip("numba is not installed (the fast extra): the kernel path is checked by .ci/run")
     rng = np.random.default_rng(11)
     x = rng.integers(-2, 3, (900, 4)).astype(np.float32)
@@ -148,7 +146,7 @@ def test_codes_order_keys_then_ids() -> None:
     assert np.array_equal(back_k, k + np.float32(0.0)) and np.array_equal(back_i, i)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("numba") is None, reason="numba (the fast extra) not installed")
+@pytest.mark.skipif(not _HAS_NUMBA, reason="numba (the fast extra) not installed")
 def test_kernel_select_is_a_partition() -> None:
     from deniable.mechanisms.tem._kernels import _select
 

@@ -105,7 +105,7 @@ def offer_tile(g, i0, j0, diag, names, rc, rn, rl, rt, cc, cn, cl, ct, k1):
     thresholds only decrease), then the set bytes, found eight at a time.
     """
     r, c = g.shape
-    cap = rc.shape[1]
+    rcap, ccap = rc.shape[1], cc.shape[1]
     fs = np.empty(1, dtype=np.float32)
     us = fs.view(np.uint32)
     nw = (c + 7) >> 3
@@ -136,7 +136,7 @@ def offer_tile(g, i0, j0, diag, names, rc, rn, rl, rt, cc, cn, cl, ct, k1):
                         n = rn[a]
                         rc[a, n] = e
                         rn[a] = n + 1
-                        if n + 1 == cap:
+                        if n + 1 == rcap:
                             _compact(rc, rn, rl, rt, a, k1, fs, us)
                 if not diag and x <= ctl[b]:
                     q = j0 + b
@@ -145,7 +145,7 @@ def offer_tile(g, i0, j0, diag, names, rc, rn, rl, rt, cc, cn, cl, ct, k1):
                         n = cn[q]
                         cc[q, n] = e
                         cn[q] = n + 1
-                        if n + 1 == cap:
+                        if n + 1 == ccap:
                             _compact(cc, cn, cl, ct, q, k1, fs, us)
 
 

@@ -40,7 +40,7 @@ from ...artefacts import register_kind
 from ...embedding import Embedding, Vocabulary
 from ...metrics import unit_rows
 from ._geometry import Geometry
-from ._shared import Table, build_workers, cluster_labels, one_faiss_thread, single_threaded_blas, touch_pages
+from ._shared import Table, build_workers, cluster_labels, single_threaded_blas, touch_pages
 from ._topk import Reservoirs
 
 __all__ = [
@@ -307,7 +307,7 @@ def _knn_blocks_symmetric(geo: Geometry, k: int, n_sketch: int) -> Iterator[tupl
 
     The keys are float32 ``|q|^2 + |y|^2 - 2 q.y`` (euclidean) or ``-q.y`` of unit
     vectors (angular), the quantities of :meth:`Geometry.screen` (smaller = closer); the
-    pair ``(i, j)`` is computed once and feeds the heaps of both words, in an order of
+    pair ``(i, j)`` is computed once and feeds the reservoirs of both words, in an order of
     summation that may differ from the row's own, which the a priori error bound of
     :meth:`Geometry.bound_values` allows, so ``d_env`` from the (k+1)-th key is a proven
     lower bound. The search's operand is :meth:`Geometry.key_operand` (``|q|^2`` a term of
@@ -484,7 +484,7 @@ def _knn_heaps(
             shared.offer(j[e // h] + j0, blk[e], names[at[e] + i0])
 
     pending: list[Any] = []
-    with single_threaded_blas(), one_faiss_thread(), ThreadPoolExecutor(build_workers()) as pool:
+    with single_threaded_blas(), ThreadPoolExecutor(build_workers()) as pool:
         try:
             seed = _seeds(pool, lhs, rhs_t, k1, slack, groups, tile)
             shared = Reservoirs(seed, k1, int(_RESERVOIR * k1))
@@ -542,14 +542,11 @@ def _seeds(
     strided sample of all columns) plus ``slack``, rounded up to float32: at least the
     word's k1-th smallest key over all columns, whatever the order of summation.
     """
-    import faiss
-
     v = lhs.shape[0]
     seed = np.full(v, np.inf, dtype=np.float32)
     sample = rhs_t[:, :: max(1, v // _SAMPLE)]
 
     def seeds(members: slice | np.ndarray, cols: np.ndarray | None) -> None:
-        faiss.omp_set_num_threads(1)  # (per thread in OpenMP: this worker's)
         g = lhs[members] @ (sample if cols is None else rhs_t[:, cols])
         kth = np.partition(g, k1 - 1, axis=1)[:, k1 - 1].astype(np.float64) + slack
         up = np.nextafter(kth.astype(np.float32), np.float32(np.inf))  # rounded up

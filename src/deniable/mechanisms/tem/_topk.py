@@ -12,7 +12,7 @@ the first offered).
 
 A word's reservoir holds up to ``capacity`` codes (``> k1``), at most its *limit*: at first
 its seed's code (``key <= seed``, ids all admitted), after a compaction (the reservoir
-full: its k1 smallest codes kept, :func:`compact`) the largest code kept. The limit only
+full: its k1 smallest codes kept, :meth:`Reservoirs.offer`) the largest code kept. The limit only
 decreases and is always at least the word's final k1-th code, so nothing of the answer is
 ever refused. The float32 key of the limit (``thr``) is what the build's filters compare
 the tile's keys with (``key <= thr``: a superset of what the code comparison admits).
@@ -70,7 +70,7 @@ class Reservoirs:
         seeds = np.asarray(seeds, dtype=np.float32)
         self.codes = np.empty((seeds.size, capacity), dtype=np.uint64)
         self.count = np.zeros(seeds.size, dtype=np.int64)
-        self.limit = (order_bits(seeds).astype(np.uint64) << np.uint64(32)) | _LOW
+        self.limit = encode(seeds, np.full(seeds.size, _LOW))
         self.thr = seeds.copy()
 
     def like(self, words: slice) -> Reservoirs:
