@@ -39,7 +39,7 @@ def test_easy_queries_choose_the_cheapest_hnsw_and_the_choice_is_cached(monkeypa
     (saved,) = [i for i in list_artefacts(emb) if i.kind == "decode-choice"]  # a prepared artefact
     assert saved.params["key"] == "test near" and calls == [2000]
 
-    monkeypatch.setattr(tuned_module, "FlatIndex", None)  # a recomputation would fail
+    monkeypatch.setattr(tuned_module, "ExactIndex", None)  # a recomputation would fail
     again = tuned_index(emb, near, "test near", min_size=0, ladder=(16, 64), notice=False)
     assert isinstance(again.index, HNSWIndex) and again.index.ef_search == 16 and calls == [2000]
 

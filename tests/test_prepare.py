@@ -545,7 +545,7 @@ def test_madlib_decode_choice_takes_over_the_old_cache(monkeypatch: pytest.Monke
     key = "madlib epsilon=3.0; target=0.99; samples=2000; ladder=[64]; hnsw m=32 efc=100"
     emb.cache_path("decode-choices.json").parent.mkdir(parents=True, exist_ok=True)
     emb.cache_path("decode-choices.json").write_text(json.dumps({key: [64, 0.995]}))
-    monkeypatch.setattr(tuned, "FlatIndex", None)  # a measurement would fail
+    monkeypatch.setattr(tuned, "ExactIndex", None)  # a measurement would fail
     (_, info) = prepare(emb, ["madlib"], options={"epsilon": 3.0}, show_progress=False)
     assert json.loads(info.file("choice.json").read_text()) == {"ef_search": 64, "agreement": 0.995}
     assert MultivariateLaplace(emb, 3.0).search_index.ef_search == 64  # type: ignore[attr-defined]

@@ -30,7 +30,7 @@ from .._progress import progress
 from .._random import seeded_generator
 from ._base import Index
 from .exact import ExactIndex
-from .faiss_index import FlatIndex, HNSWIndex
+from .faiss_index import HNSWIndex
 
 if TYPE_CHECKING:
     from ..embedding import Embedding
@@ -217,7 +217,9 @@ def write_choice(
     else:
         threshold = agreement_threshold(params["target"], samples)
         queries = np.ascontiguousarray(make_queries(seeded_generator(0, warn=False), samples), dtype=np.float32)
-        truth = FlatIndex(embedding.vectors).search(queries, 1)[1][:, 0]
+        # the exact decode's own words (ExactIndex: what "exact" releases): the same words as faiss's
+        # IndexFlatL2 on GloVe's 336k words at every choice epsilon, 4.5-5.5x faster (faiss's BLAS)
+        truth = ExactIndex(embedding.vectors).search(queries, 1)[1][:, 0]
         hnsw = HNSWIndex.cached(embedding, notice=False, m=graph["m"], ef_construction=graph["ef_construction"])
         chosen, agree = None, 0.0
         with progress(len(ladder), "checking HNSW against exact search", enabled=show_progress) as advance:
