@@ -39,6 +39,15 @@ Four parts, on the default embedding (GloVe 6B 50-d, word-only vocabulary):
    adds numba fused distance + argmin kernels (``bench/_fused.py``; numba is not a dependency:
    run from a venv with ``pip install -e . numba threadpoolctl``).
 
+5. **The default decode's choice** (``--choice``): what ``index="auto"`` measures before it
+   picks HNSW, on its own public queries (2,000 noisy vectors of uniformly random words, seed
+   0, :func:`deniable.index.tuned.write_choice`'s), at every epsilon ``2^(k/16)`` from
+   ``--choice-from`` to ``--choice-to``: the agreement of the default graph's HNSW at each rung
+   of the default ladder with the exact decode, against the 99.52% threshold; then the limit
+   of large epsilon (no noise: every word's own vector). It takes an HNSW index from the
+   store (built once: a minute for 336k words); ``--vocabulary all`` measures the 400k-word
+   vocabulary. The source of :data:`deniable.index.tuned._MEASURED_EXACT_UP_TO`.
+
 Usage::
 
     python bench/bench_madlib.py [--tokens 3000] [--rounds 3] [--epsilon 10]
@@ -48,6 +57,7 @@ Usage::
     python bench/bench_madlib.py --gemm [--tokens 2048] [--rounds 3] [--gemm-size 2048]
                                  [--query-blocks 64 128 256 512] [--vocab-blocks 2048 4096 8192 16384 32768]
                                  [--fused 256x4,512x4]
+    python bench/bench_madlib.py --choice [--choice-from 14.6] [--choice-to 16384] [--vocabulary words]
 """
 
 from __future__ import annotations
@@ -180,6 +190,55 @@ def agreement(args: argparse.Namespace, emb: Any) -> None:
     )
 
 
+def choice(args: argparse.Namespace, emb: Any) -> None:
+    import warnings
+
+    import deniable
+    from deniable.index import ExactIndex, HNSWIndex
+    from deniable.index.tuned import DEFAULT_LADDER, agreement_threshold, decode_choice_params
+    from deniable.mechanisms.laplace import MultivariateLaplace
+
+    params = decode_choice_params("bench")
+    threshold = agreement_threshold(params["target"], params["samples"])
+    exact = ExactIndex(emb.vectors)
+    hnsw = HNSWIndex.cached(emb, m=params["hnsw"]["m"], ef_construction=params["hnsw"]["ef_construction"])
+    lo, hi = (int(np.ceil(16 * np.log2(args.choice_from))), int(np.floor(16 * np.log2(args.choice_to))))
+    rows: list[dict[str, object]] = []
+    best: dict[int, float] = {}
+    for k in range(lo, hi + 1):
+        eps = 2.0 ** (k / 16)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            mech = MultivariateLaplace(emb, epsilon=eps, index="exact")
+        queries = np.ascontiguousarray(
+            mech._public_queries(deniable.seeded_generator(0, warn=False), params["samples"]), dtype=np.float32
+        )
+        truth = exact.search(queries, 1)[1][:, 0]
+        row: dict[str, object] = {"epsilon": f"{eps:.4g}"}
+        for ef in DEFAULT_LADDER:
+            hnsw.set_ef_search(ef)
+            agree = float(np.mean(hnsw.search(queries, 1)[1][:, 0] == truth))
+            best[ef] = max(best.get(ef, 0.0), agree)
+            row[f"efSearch {ef}"] = f"{agree:.2%}" + (" (passes)" if agree >= threshold else "")
+        rows.append(row)
+    print(
+        f"The default decode's choice on GloVe 6B 50-d, V={emb.size:,} (fingerprint {emb.fingerprint[:12]}): "
+        f"agreement with the exact decode on {params['samples']:,} public random words (seed 0) at epsilon "
+        f"2^(k/16), k = {lo}..{hi}; threshold {threshold:.2%}\n"
+    )
+    print(table(rows))
+    x = np.ascontiguousarray(emb.vectors, dtype=np.float32)
+    truth = np.concatenate([exact.search(x[s : s + 8192], 1)[1][:, 0] for s in range(0, len(x), 8192)])
+    for ef in DEFAULT_LADDER:
+        hnsw.set_ef_search(ef)
+        found = hnsw.search(x, 1)[1][:, 0]
+        print(
+            f"\nefSearch {ef}: the most on the grid {best[ef]:.2%}; without noise (every word's own vector, "
+            f"the limit of large epsilon) it finds the exact decode of {np.mean(found == truth):.2%} of "
+            f"all {len(x):,} words"
+        )
+
+
 def screen(args: argparse.Namespace, emb: Any) -> None:
     import deniable
     from deniable.index import make_index
@@ -302,11 +361,18 @@ def main() -> None:
         default=[],
         help="--gemm: also numba fused distance+argmin kernels, TILExQUERIES,... e.g. 256x4,512x8 (needs numba)",
     )
+    ap.add_argument("--choice", action="store_true", help="the default decode's choice over an epsilon grid instead")
+    ap.add_argument("--choice-from", type=float, default=14.6, help="--choice: the grid's smallest epsilon")
+    ap.add_argument("--choice-to", type=float, default=16384.0, help="--choice: the grid's largest epsilon")
+    ap.add_argument("--vocabulary", choices=["words", "all"], default="words", help="--choice: the vocabulary")
     ap.add_argument("--query-blocks", type=int, nargs="+", default=[64, 128, 256, 512])
     ap.add_argument("--vocab-blocks", type=int, nargs="+", default=[2048, 4096, 8192, 16384, 32768])
     args = ap.parse_args()
     import deniable
 
+    if args.choice:
+        choice(args, deniable.load_embedding(vocabulary=args.vocabulary))
+        return
     section = gemm if args.gemm else screen if args.screen else agreement if args.agreement else speed
     section(args, deniable.load_embedding())  # GloVe 6B 50-d, the embedding every section measures
 

@@ -78,10 +78,11 @@ def test_unknown_decode_is_rejected(tiny_embedding: Embedding) -> None:
         MultivariateLaplace(tiny_embedding, epsilon=1.0, index="annoy")
 
 
-def test_builtin_embedding_below_measured_epsilon_decodes_exactly_without_an_index(
+def test_builtin_embedding_decodes_exactly_at_every_epsilon_without_an_index(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The README's first command (madlib, eps 10, built-in GloVe) must not build an HNSW index to choose."""
+    """The README's first command (madlib, eps 10, built-in GloVe) must not build an HNSW index to choose, nor
+    any epsilon on this embedding (its calibration table either: every point decodes exactly)."""
     import deniable
     from deniable.index import faiss_index
 
@@ -92,10 +93,24 @@ def test_builtin_embedding_below_measured_epsilon_decodes_exactly_without_an_ind
 
     monkeypatch.setattr(faiss_index.HNSWIndex, "cached", no_build)
     emb = deniable.load_embedding()
-    for eps in (1.0, 10.0, 15.0):
+    for eps in (1.0, 10.0, 15.0, 20.0, 64.0, 1e4):  # efSearch 64 reaches 99% at no epsilon here (measured)
         mech = deniable.MultivariateLaplace(emb, epsilon=eps)
         assert mech.decode_description.startswith("exact (measured for this embedding")
-    with pytest.raises(AssertionError, match="HNSW index was built"):
-        _ = deniable.MultivariateLaplace(emb, epsilon=20.0).decode_description  # above it: tuned as before
+        assert "at any epsilon" in mech.decode_description
+        # and deniable prepare has no choice to measure there either (what it builds is what is read)
+        assert mech._decode_choice_params() is None
+    every = deniable.load_embedding(vocabulary="all")  # its 400,000 tokens: measured too
+    assert "at any epsilon" in deniable.MultivariateLaplace(every, epsilon=30.0).decode_description
     with pytest.raises(AssertionError, match="HNSW index was built"):  # other tuning parameters: tuned
         _ = deniable.MultivariateLaplace(emb, epsilon=10.0, index_options={"samples": 500}).decode_description
+    with pytest.raises(AssertionError, match="HNSW index was built"):  # another ladder: tuned
+        _ = deniable.MultivariateLaplace(emb, epsilon=20.0, index_options={"ladder": (128,)}).decode_description
+
+
+def test_the_recorded_choices_were_measured_with_the_default_ladder_and_graph() -> None:
+    """``_MEASURED_EXACT_UP_TO`` holds for efSearch 64 on the M=32 / efConstruction=100 graph: a new
+    default must be re-measured (``python bench/bench_madlib.py --choice [--vocabulary all]``) first."""
+    from deniable.index.tuned import DEFAULT_LADDER, decode_choice_params
+
+    assert DEFAULT_LADDER == (64,), "re-measure _MEASURED_EXACT_UP_TO for the new ladder"
+    assert decode_choice_params("any")["hnsw"] == {"m": 32, "ef_construction": 100}, "re-measure it for the graph"

@@ -18,7 +18,7 @@ from ..embedding import Embedding, Vocabulary
 from ..index import INDEXES, Index, make_index, tuned
 from ..index.exact import ExactIndex
 from ..index.faiss_index import HNSW_KIND, hnsw_artefact_params
-from ..index.tuned import DECODE_CHOICE_KIND, decode_choice_params, decoded_exactly, tuned_index
+from ..index.tuned import DECODE_CHOICE_KIND, decode_choice_params, decoded_exactly, measured_exact, tuned_index
 from ..metrics import paired_distances
 from ..priors import Prior
 from ._contextual import ContextualDecoder
@@ -322,13 +322,15 @@ class MultivariateLaplace(Mechanism):
         return {"name": self.name, "options": {"epsilon": self.epsilon, **noise}}
 
     def _decode_choice_params(self) -> dict[str, Any] | None:
-        """The store parameters of this ``"auto"`` decode's choice (None: decoded exactly, nothing stored)."""
+        """The store parameters of this ``"auto"`` decode's choice (None: decoded exactly, nothing stored:
+        a small vocabulary, or a choice known for this embedding, :func:`~deniable.index.tuned.measured_exact`)."""
         opts = dict(self.index_options)
         min_size = opts.pop("min_size", None)
         opts.pop("notice", None)
         if decoded_exactly(self.embedding.size, min_size) or self.epsilon >= EPSILON_HUGE:
             return None
-        return decode_choice_params(self._tuning_key(), mechanism=self._noise_spec(), **opts)
+        params = decode_choice_params(self._tuning_key(), mechanism=self._noise_spec(), **opts)
+        return None if measured_exact(self.embedding, params) else params
 
     def _public_queries(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """Noisy vectors of ``n`` uniformly random vocabulary words: public queries to tune the decode."""
