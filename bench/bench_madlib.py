@@ -193,12 +193,12 @@ def agreement(args: argparse.Namespace, emb: Any) -> None:
 def choice(args: argparse.Namespace, emb: Any) -> None:
     import warnings
 
-    import deniable
     from deniable.index import ExactIndex, HNSWIndex
-    from deniable.index.tuned import DEFAULT_LADDER, agreement_threshold, decode_choice_params
+    from deniable.index.tuned import agreement_threshold, choice_queries, decode_choice_params, ladder_agreements
     from deniable.mechanisms.laplace import MultivariateLaplace
 
-    params = decode_choice_params("bench")
+    params = decode_choice_params("bench")  # the default tuning parameters
+    ladder = tuple(params["ladder"])
     threshold = agreement_threshold(params["target"], params["samples"])
     exact = ExactIndex(emb.vectors)
     hnsw = HNSWIndex.cached(emb, m=params["hnsw"]["m"], ef_construction=params["hnsw"]["ef_construction"])
@@ -210,14 +210,10 @@ def choice(args: argparse.Namespace, emb: Any) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             mech = MultivariateLaplace(emb, epsilon=eps, index="exact")
-        queries = np.ascontiguousarray(
-            mech._public_queries(deniable.seeded_generator(0, warn=False), params["samples"]), dtype=np.float32
-        )
+        queries = choice_queries(mech._public_queries, params["samples"])  # write_choice's own measurement
         truth = exact.search(queries, 1)[1][:, 0]
         row: dict[str, object] = {"epsilon": f"{eps:.4g}"}
-        for ef in DEFAULT_LADDER:
-            hnsw.set_ef_search(ef)
-            agree = float(np.mean(hnsw.search(queries, 1)[1][:, 0] == truth))
+        for ef, agree in ladder_agreements(hnsw, queries, truth, ladder):
             best[ef] = max(best.get(ef, 0.0), agree)
             row[f"efSearch {ef}"] = f"{agree:.2%}" + (" (passes)" if agree >= threshold else "")
         rows.append(row)
@@ -228,14 +224,11 @@ def choice(args: argparse.Namespace, emb: Any) -> None:
     )
     print(table(rows))
     x = np.ascontiguousarray(emb.vectors, dtype=np.float32)
-    truth = np.concatenate([exact.search(x[s : s + 8192], 1)[1][:, 0] for s in range(0, len(x), 8192)])
-    for ef in DEFAULT_LADDER:
-        hnsw.set_ef_search(ef)
-        found = hnsw.search(x, 1)[1][:, 0]
+    truth = exact.search(x, 1)[1][:, 0]  # (blocked inside: bounded memory)
+    for ef, agree in ladder_agreements(hnsw, x, truth, ladder):
         print(
             f"\nefSearch {ef}: the most on the grid {best[ef]:.2%}; without noise (every word's own vector, "
-            f"the limit of large epsilon) it finds the exact decode of {np.mean(found == truth):.2%} of "
-            f"all {len(x):,} words"
+            f"the limit of large epsilon) it finds the exact decode of {agree:.2%} of all {len(x):,} words"
         )
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,8 +41,10 @@ __all__ = [
     "MIN_SIZE",
     "TunedChoice",
     "agreement_threshold",
+    "choice_queries",
     "decode_choice_params",
     "decoded_exactly",
+    "ladder_agreements",
     "measured_exact",
     "tuned_index",
     "write_choice",
@@ -227,21 +229,34 @@ def write_choice(
         chosen, agree = found
     else:
         threshold = agreement_threshold(params["target"], samples)
-        queries = np.ascontiguousarray(make_queries(seeded_generator(0, warn=False), samples), dtype=np.float32)
+        queries = choice_queries(make_queries, samples)
         # the exact decode's own words (ExactIndex: what "exact" releases): the same words as faiss's
         # IndexFlatL2 on GloVe's 336k words at every choice epsilon, 4.5-5.5x faster (faiss's BLAS)
         truth = ExactIndex(embedding.vectors).search(queries, 1)[1][:, 0]
         hnsw = HNSWIndex.cached(embedding, notice=False, m=graph["m"], ef_construction=graph["ef_construction"])
         chosen, agree = None, 0.0
         with progress(len(ladder), "checking HNSW against exact search", enabled=show_progress) as advance:
-            for ef in ladder:
-                hnsw.set_ef_search(ef)
-                agree = float(np.mean(hnsw.search(queries, 1)[1][:, 0] == truth))
+            for ef, agree in ladder_agreements(hnsw, queries, truth, ladder):
                 advance(1)
                 if agree >= threshold:
                     chosen = ef
                     break
     (folder / CHOICE_FILE).write_text(json.dumps({"ef_search": chosen, "agreement": agree}), encoding="utf-8")
+
+
+def choice_queries(make_queries: Callable[[np.random.Generator, int], np.ndarray], samples: int) -> np.ndarray:
+    """The choice's public queries: ``samples`` rows of ``make_queries`` drawn with the fixed seed 0, float32."""
+    return np.ascontiguousarray(make_queries(seeded_generator(0, warn=False), samples), dtype=np.float32)
+
+
+def ladder_agreements(
+    hnsw: HNSWIndex, queries: np.ndarray, truth: np.ndarray, ladder: tuple[int, ...]
+) -> Iterator[tuple[int, float]]:
+    """``(efSearch, agreement)`` rung by rung: the share of ``queries`` whose nearest word in ``hnsw``
+    at that efSearch is ``truth`` (the exact decode's)."""
+    for ef in ladder:
+        hnsw.set_ef_search(ef)
+        yield ef, float(np.mean(hnsw.search(queries, 1)[1][:, 0] == truth))
 
 
 def _read_choice(path: Path) -> tuple[int | None, float]:
