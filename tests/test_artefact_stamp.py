@@ -3,8 +3,10 @@ a damaged file is still refused, and ``deniable prepare --verify`` hashes everyt
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -58,6 +60,29 @@ def test_a_stamped_file_is_not_hashed_again(
     seen = _hashes(monkeypatch)
     assert open_artefact(emb, "tem-knn", info.params) is not None  # type: ignore[arg-type]
     assert seen == []
+
+
+def test_the_build_hashes_its_files_at_once_and_records_each_files_own_sha256(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # the files of one build are hashed side by side (one per core), each recorded under its own name
+    monkeypatch.setenv("DENIABLE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(prep, "usable_cores", lambda: 2)
+    threads: dict[str, int] = {}
+    original = prep.file_sha256
+
+    def recording(path: Path) -> str:
+        threads[Path(path).name] = threading.get_ident()
+        return original(path)
+
+    monkeypatch.setattr(prep, "file_sha256", recording)
+    (info,) = prepare(make_tiny_embedding(700, 3, seed=71), show_progress=False)
+    manifest = json.loads(info.file(prep.MANIFEST).read_text(encoding="utf-8"))
+    assert set(threads) == set(manifest["files"]) == {"ids.npy", "dist.npy"}
+    assert threading.get_ident() not in threads.values()  # on the pool's threads
+    for name, meta in manifest["files"].items():
+        data = info.file(name).read_bytes()
+        assert meta["bytes"] == len(data) and meta["sha256"] == hashlib.sha256(data).hexdigest()
 
 
 def test_a_changed_size_is_refused(tables: tuple[object, ArtefactInfo], monkeypatch: pytest.MonkeyPatch) -> None:

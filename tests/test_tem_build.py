@@ -56,6 +56,42 @@ def test_heaps_hold_the_smallest_keys_of_every_row(
         assert full[w, outside].min() >= keys[w, -1] - 1e-5  # nothing closer was left out
 
 
+def test_finish_runs_on_the_workers_and_its_blocks_come_in_row_order() -> None:
+    # the prepared build's finish (sketch, exact distances) is a task of the search's workers,
+    # queued behind the next row of tiles; the caller gets finish's results in row order, and a
+    # failing finish raises there after the blocks before it
+    import threading
+
+    geo = Geometry(make_tiny_embedding(1200, 5, seed=3), "euclidean")
+    k1, tile = 17, 64
+    slack = 2.0 * geo._err(int(np.argmax(geo._norms)))
+    groups, perm = _near_groups(geo.x, k1, False)
+    lhs, partner = geo.key_operand(perm)
+    plain = list(_knn_heaps(lhs, partner, k1, slack, tile=tile, groups=groups))
+    on: set[int] = set()
+
+    def finish(s: int, keys: np.ndarray, ids: np.ndarray) -> tuple[str, int, np.ndarray, np.ndarray]:
+        on.add(threading.get_ident())
+        return "finished", s, keys, ids
+
+    done = list(_knn_heaps(lhs, partner, k1, slack, tile=tile, groups=groups, finish=finish))
+    assert [d[1] for d in done] == list(range(0, 1200, tile)) and all(d[0] == "finished" for d in done)
+    for (s, keys, ids), (_, s2, keys2, ids2) in zip(plain, done, strict=True):
+        assert s == s2 and np.array_equal(keys, keys2) and np.array_equal(ids, ids2)
+    assert on and threading.get_ident() not in on
+
+    def failing(s: int, keys: np.ndarray, ids: np.ndarray) -> int:
+        if s == 5 * tile:
+            raise ValueError("finish failed")
+        return s
+
+    got: list[int] = []
+    with pytest.raises(ValueError, match="finish failed"):
+        for s in _knn_heaps(lhs, partner, k1, slack, tile=tile, groups=groups, finish=failing):
+            got.append(s)
+    assert got == [0, tile, 2 * tile, 3 * tile, 4 * tile]
+
+
 @pytest.mark.parametrize("metric", ["euclidean", "angular", "manhattan", "chebyshev"])
 def test_bound_values_rows_are_the_row_by_row_bounds(metric: str) -> None:
     # the vectorized per-word error bound (the builds' path) is bit for bit the per-word one

@@ -40,6 +40,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 from ._cache import cache_dir, file_lock
 from ._errors import DataError, InvalidParameterError
 from ._progress import building
+from ._threads import usable_cores
 
 if TYPE_CHECKING:
     from .embedding import Vocabulary
@@ -400,9 +402,13 @@ def build_artefact(
                 else:
                     sums = registered(embedding, params, tmp, show_progress) or {}
             seconds = time.perf_counter() - t0
-            files = {}
-            for f in sorted(tmp.iterdir()):
-                files[f.name] = {"bytes": f.stat().st_size, "sha256": sums.get(f.name) or file_sha256(f)}
+            files = {f.name: {"bytes": f.stat().st_size, "sha256": sums.get(f.name)} for f in sorted(tmp.iterdir())}
+            todo = [tmp / name for name, meta in files.items() if not meta["sha256"]]
+            # the files at once, one per core (hashlib lets go of the GIL): the k-NN tables' 1.4 GB at 400k
+            # words in 0.9-1.1 s against 1.4-1.5 s one after the other
+            with ThreadPoolExecutor(max(1, min(len(todo), usable_cores()))) as pool:
+                for f, digest in zip(todo, pool.map(file_sha256, todo), strict=True):
+                    files[f.name]["sha256"] = digest
             manifest = {
                 "format": _FORMAT,
                 "kind": kind,

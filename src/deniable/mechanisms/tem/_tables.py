@@ -26,9 +26,9 @@ from __future__ import annotations
 import math
 import os
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -349,7 +349,9 @@ def _knn_blocks_symmetric(geo: Geometry, k: int, n_sketch: int) -> Iterator[tupl
     # two float32 evaluations of one key differ by at most twice the a priori error bound
     slack = 2.0 * geo._err(int(np.argmax(geo._norms)))
     # (ids: the words themselves, so equal keys at the (k+1)-th place are taken by the lower word id)
-    for s, keys, nn in _knn_heaps(lhs_p, partner, k + 1, slack, groups=groups, names=perm):
+
+    def finish(s: int, keys: np.ndarray, nn: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Block ``s``'s rows of the artefact (on the search's workers, beside its next row of tiles)."""
         q = perm[s : s + keys.shape[0]]
         kth32 = keys[:, -1]  # the (k+1)-th key, and the k nearest
         e_ids = np.sort(nn[:, :-1], axis=1)
@@ -373,7 +375,9 @@ def _knn_blocks_symmetric(geo: Geometry, k: int, n_sketch: int) -> Iterator[tupl
         for c in range(0, q.size, _EXACT_CHUNK):
             exact[c : c + _EXACT_CHUNK] = geo.exact_block(q[c : c + _EXACT_CHUNK], e_ids[c : c + _EXACT_CHUNK])
         ids = np.concatenate([e_ids, np.full((q.size, 1 + n_sketch), -1)], axis=1)
-        yield q, ids, np.concatenate([exact, env], axis=1)
+        return q, ids, np.concatenate([exact, env], axis=1)
+
+    yield from _knn_heaps(lhs_p, partner, k + 1, slack, groups=groups, names=perm, finish=finish)
 
 
 def _knn_heaps(
@@ -386,7 +390,8 @@ def _knn_heaps(
     groups: list[tuple[np.ndarray, np.ndarray]] | None = None,
     names: np.ndarray | None = None,
     kernel: bool | None = None,
-) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    finish: Callable[[int, np.ndarray, np.ndarray], Any] | None = None,
+) -> Iterator[Any]:
     """The ``k1`` smallest keys of every row, ``key(i, j) = lhs[i] @ partner(lhs[j])``, ties by id.
 
     The id of row ``j`` is ``names[j]`` (distinct, in ``[0, 2**32)``; default ``j``).
@@ -413,9 +418,12 @@ def _knn_heaps(
     tiles, one row of tiles at a time, without a lock: a tile's column words are its own
     among the running tiles (it offers to the shared reservoirs), and each worker offers
     the row words' values to its own reservoirs of them, merged when the row ends. Yields
-    ``(start, keys, ids)`` per block of ``tile`` rows, in row order, as soon as the block
-    is final (``(key, id)`` ascending, ``(rows, k1)`` float32 and int64); the next row of
-    tiles is already running meanwhile.
+    ``(start, keys, ids)`` per block of ``tile`` rows, in row order, once the block is
+    final (``(key, id)`` ascending, ``(rows, k1)`` float32 and int64), or
+    ``finish(start, keys, ids)`` where ``finish`` is given. A block's merge and its
+    ``finish`` are one task of the same workers, queued behind the next row of tiles (no
+    later tile has its words): the rows of tiles wait neither for the caller nor for a
+    block's finish, so the cores stay busy where the rows get short.
     Memory: the reservoirs of all rows, ``8 * int(_RESERVOIR * k1)`` bytes per row, and the right
     operand ``partner(lhs)``, transposed.
     """
@@ -483,7 +491,13 @@ def _knn_heaps(
             e = np.flatnonzero(blk <= np.repeat(tc[j], h))
             shared.offer(j[e // h] + j0, blk[e], names[at[e] + i0])
 
-    pending: list[Any] = []
+    def final(i0: int, mine: list[Reservoirs]) -> Any:
+        """Block ``i0``'s k1 smallest (final: no later tile has these words), finished."""
+        keys, ids = shared.smallest(slice(i0, min(v, i0 + tile)), mine)
+        return (i0, keys, ids) if finish is None else finish(i0, keys, ids)
+
+    pending: list[Future[None]] = []
+    blocks: deque[Future[Any]] = deque()
     with single_threaded_blas(), ThreadPoolExecutor(build_workers()) as pool:
         try:
             seed = _seeds(pool, lhs, rhs_t, k1, slack, groups, tile)
@@ -494,14 +508,16 @@ def _knn_heaps(
             for b, i0 in enumerate(starts):
                 for f in pending:
                     f.result()
-                i1 = min(v, i0 + tile)
                 mine = privates.pop(i0, [])
                 nxt = starts[b + 1] if b + 1 < len(starts) else None
                 pending = [] if nxt is None else [pool.submit(one_tile, nxt, j0) for j0 in starts if j0 >= nxt]
-                keys, ids = shared.smallest(slice(i0, i1), mine)  # final: no later tile has these words
-                yield i0, keys, ids
+                blocks.append(pool.submit(final, i0, mine))  # behind the next row's tiles
+                while blocks and blocks[0].done():
+                    yield blocks.popleft().result()
+            while blocks:
+                yield blocks.popleft().result()
         finally:
-            for f in pending:
+            for f in [*pending, *blocks]:
                 f.cancel()
 
 
