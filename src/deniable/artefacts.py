@@ -402,13 +402,13 @@ def build_artefact(
                 else:
                     sums = registered(embedding, params, tmp, show_progress) or {}
             seconds = time.perf_counter() - t0
-            files = {f.name: {"bytes": f.stat().st_size, "sha256": sums.get(f.name)} for f in sorted(tmp.iterdir())}
-            todo = [tmp / name for name, meta in files.items() if not meta["sha256"]]
+            built = sorted(tmp.iterdir())
+            todo = [f for f in built if not sums.get(f.name)]
             # the files at once, one per core (hashlib lets go of the GIL): the k-NN tables' 1.4 GB at 400k
             # words in 0.9-1.1 s against 1.4-1.5 s one after the other
             with ThreadPoolExecutor(max(1, min(len(todo), usable_cores()))) as pool:
-                for f, digest in zip(todo, pool.map(file_sha256, todo), strict=True):
-                    files[f.name]["sha256"] = digest
+                sums = {**sums, **dict(zip((f.name for f in todo), pool.map(file_sha256, todo), strict=True))}
+            files = {f.name: {"bytes": f.stat().st_size, "sha256": sums[f.name]} for f in built}
             manifest = {
                 "format": _FORMAT,
                 "kind": kind,
