@@ -1,15 +1,14 @@
 """What several TEM modules share: the table type, faulting a memory map in, the build's worker
 threads (one BLAS thread each), and the k-means clusters of the public vectors.
 
-May import: numpy (faiss and threadpoolctl inside the functions that use them) and
+May import: numpy (threadpoolctl inside the function that uses it) and
 :mod:`deniable._threads` (the thread policy); no other module of deniable, so every TEM module
 can import it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import numpy as np
@@ -21,7 +20,6 @@ __all__ = [
     "Table",
     "build_workers",
     "cluster_labels",
-    "one_faiss_thread",
     "set_build_workers",
     "single_threaded_blas",
     "touch_pages",
@@ -70,34 +68,77 @@ def single_threaded_blas() -> AbstractContextManager[Any]:
     return threadpool_limits(1, user_api="blas")
 
 
-@contextmanager
-def one_faiss_thread() -> Iterator[None]:
-    """faiss on one OpenMP thread (the calling thread's count) while inside; the count before restored."""
-    import faiss
-
-    omp = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(1)
-    try:
-        yield
-    finally:
-        faiss.omp_set_num_threads(omp)
-
-
 def cluster_labels(x: np.ndarray, c: int, angular: bool) -> npt.NDArray[np.int64]:
-    """k-means labels of the rows of ``x`` (faiss, a fixed seed: a function of the public vectors)."""
-    import faiss
+    """k-means labels of the rows of ``x``: a function of the public vectors (fixed seeds, one BLAS thread).
 
-    v, dim = x.shape
+    Lloyd's algorithm as faiss's ``Kmeans`` runs it (20 iterations on a sample of 64 points a
+    cluster, the first centroids drawn from the sample, an empty cluster split off the
+    largest; ``angular``: unit centroids and the largest inner product, faiss's
+    ``spherical``), each assignment one float32 BLAS product a block of rows (numpy's BLAS).
+    faiss's own search runs on the OpenBLAS its wheel bundles, which ran the project's
+    machine with its generic ``Prescott`` kernel: 0.42-0.47 s an iteration at 400k words
+    against 0.21-0.23 s here, the whole k-means 12.5-15 s against about 4 s, the same inertia
+    within 0.1% (docs/performance.md).
+    """
+    v = x.shape[0]
     data = np.ascontiguousarray(x, dtype=np.float32)
     if c <= 1:
         return np.zeros(v, dtype=np.int64)
+    c = min(c, v)
     sample = data
     if v > 64 * c:
         sample = data[np.random.default_rng(0).choice(v, 64 * c, replace=False)]
-    # one OpenMP thread: the same labels as with more (checked on GloVe 100k and 400k, both
-    # metrics), in less wall time on 2 cores (4.4 s against 7.0 s at 400k words, loaded)
-    with one_faiss_thread():
-        km = faiss.Kmeans(dim, c, niter=20, seed=1234, spherical=angular, verbose=False)
-        km.train(sample)
-        _, lab = km.index.search(data, 1)
-    return np.asarray(lab[:, 0], dtype=np.int64)
+    n = sample.shape[0]
+    cent = sample[np.random.default_rng(1234).choice(n, c, replace=False)].astype(np.float64)
+    if angular:
+        cent /= np.maximum(np.linalg.norm(cent, axis=1, keepdims=True), 1e-30)
+    assign = np.empty(n, dtype=np.int64)
+    with single_threaded_blas():
+        for _ in range(_KMEANS_ITER):
+            _nearest_centroid(sample, cent, angular, assign)
+            counts = np.bincount(assign, minlength=c)
+            order = np.argsort(assign, kind="stable")
+            full = np.flatnonzero(counts)
+            starts = np.concatenate([[0], np.cumsum(counts)])[:-1]
+            cent[full] = np.add.reduceat(sample[order], starts[full], axis=0, dtype=np.float64)
+            cent[full] /= counts[full, None]
+            _split_empty(cent, counts)
+            if angular:
+                cent /= np.maximum(np.linalg.norm(cent, axis=1, keepdims=True), 1e-30)
+        labels = np.empty(v, dtype=np.int64)
+        _nearest_centroid(data, cent, angular, labels)
+    return labels
+
+
+_KMEANS_ITER = 20
+_KMEANS_BLOCK = 2048  # rows a product (2048 x C float32: 8 MB at C = 1,041)
+
+
+def _nearest_centroid(rows: np.ndarray, cent: np.ndarray, angular: bool, out: npt.NDArray[np.int64]) -> None:
+    """``out[i]``: the centroid nearest to ``rows[i]`` (squared L2, or the largest inner product)."""
+    c32 = cent.astype(np.float32)
+    if angular:
+        rhs = np.ascontiguousarray(np.negative(c32).T)
+        add = None
+    else:
+        rhs = np.ascontiguousarray((c32 * np.float32(-2.0)).T)
+        add = np.einsum("ij,ij->i", c32, c32)
+    buf = np.empty((min(_KMEANS_BLOCK, rows.shape[0]), cent.shape[0]), dtype=np.float32)
+    for s in range(0, rows.shape[0], _KMEANS_BLOCK):
+        r = rows[s : s + _KMEANS_BLOCK]
+        key = np.matmul(r, rhs, out=buf[: r.shape[0]])
+        if add is not None:
+            key += add
+        np.argmin(key, axis=1, out=out[s : s + r.shape[0]])
+
+
+def _split_empty(cent: np.ndarray, counts: npt.NDArray[np.int64]) -> None:
+    """Give each empty cluster half of the largest one (faiss's split: the centroid, nudged both ways)."""
+    eps = 1.0 / 1024.0
+    sign = np.where(np.arange(cent.shape[1]) % 2 == 0, 1.0, -1.0)
+    for ci in np.flatnonzero(counts == 0):
+        cj = int(np.argmax(counts))
+        cent[ci] = cent[cj] * (1.0 + eps * sign)
+        cent[cj] = cent[cj] * (1.0 - eps * sign)
+        counts[ci] = counts[cj] // 2
+        counts[cj] -= counts[ci]
