@@ -44,6 +44,7 @@ __all__ = [
     "explicit_blas_threads",
     "init_local",
     "init_worker",
+    "local_decode_workers",
     "one_blas_thread",
     "plan",
     "set_decode_workers",
@@ -247,10 +248,17 @@ def engine_task(driver_pid: int) -> Iterator[None]:
     if threading.current_thread() is threading.main_thread():
         yield
         return
+    with local_decode_workers(1), one_blas_thread():
+        yield
+
+
+@contextlib.contextmanager
+def local_decode_workers(n: int) -> Iterator[None]:
+    """This thread's in-process decode on ``n`` worker threads while inside (:func:`decode_workers`
+    here; other threads keep theirs)."""
     before = getattr(_local, "workers", None)
-    _local.workers = 1
+    _local.workers = int(n)
     try:
-        with one_blas_thread():
-            yield
+        yield
     finally:
         _local.workers = before

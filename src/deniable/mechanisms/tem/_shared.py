@@ -1,9 +1,9 @@
 """What several TEM modules share: the table type, faulting a memory map in, the build's worker
 threads (one BLAS thread each), and the k-means clusters of the public vectors.
 
-May import: numpy (threadpoolctl inside the function that uses it) and
-:mod:`deniable._threads` (the thread policy); no other module of deniable, so every TEM module
-can import it.
+May import: numpy (threadpoolctl and :mod:`deniable.index.exact` inside the functions that use
+them) and :mod:`deniable._threads` (the thread policy); no other module of deniable, so every TEM
+module can import it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..._threads import usable_cores
+from ..._threads import local_decode_workers, usable_cores
 
 __all__ = [
     "Table",
@@ -74,7 +74,9 @@ def cluster_labels(x: np.ndarray, c: int, angular: bool) -> npt.NDArray[np.int64
     Lloyd's algorithm as faiss's ``Kmeans`` runs it (20 iterations on a sample of 64 points a
     cluster, the first centroids drawn from the sample, an empty cluster split off the
     largest; ``angular``: unit centroids and the largest inner product, faiss's
-    ``spherical``), each assignment one float32 BLAS product a block of rows (numpy's BLAS).
+    ``spherical``), each assignment the project's exact nearest-neighbour search
+    (:class:`~deniable.index.exact.ExactIndex`, numpy's BLAS) of the centroids, on this thread
+    (angular: the centroids are unit vectors, so the nearest in L2 has the largest inner product).
     faiss's own search runs on the OpenBLAS its wheel bundles, which ran the project's
     machine with its generic ``Prescott`` kernel: 0.42-0.47 s an iteration at 400k words
     against 0.21-0.23 s here, the whole k-means 12.5-15 s against about 4 s, the same inertia
@@ -92,10 +94,9 @@ def cluster_labels(x: np.ndarray, c: int, angular: bool) -> npt.NDArray[np.int64
     cent = sample[np.random.default_rng(1234).choice(n, c, replace=False)].astype(np.float64)
     if angular:
         cent /= np.maximum(np.linalg.norm(cent, axis=1, keepdims=True), 1e-30)
-    assign = np.empty(n, dtype=np.int64)
-    with single_threaded_blas():
+    with single_threaded_blas(), local_decode_workers(1):
         for _ in range(_KMEANS_ITER):
-            _nearest_centroid(sample, cent, angular, assign)
+            assign = _nearest_centroid(sample, cent)
             counts = np.bincount(assign, minlength=c)
             order = np.argsort(assign, kind="stable")
             full = np.flatnonzero(counts)
@@ -105,31 +106,17 @@ def cluster_labels(x: np.ndarray, c: int, angular: bool) -> npt.NDArray[np.int64
             _split_empty(cent, counts)
             if angular:
                 cent /= np.maximum(np.linalg.norm(cent, axis=1, keepdims=True), 1e-30)
-        labels = np.empty(v, dtype=np.int64)
-        _nearest_centroid(data, cent, angular, labels)
-    return labels
+        return _nearest_centroid(data, cent)
 
 
 _KMEANS_ITER = 20
-_KMEANS_BLOCK = 2048  # rows a product (2048 x C float32: 8 MB at C = 1,041)
 
 
-def _nearest_centroid(rows: np.ndarray, cent: np.ndarray, angular: bool, out: npt.NDArray[np.int64]) -> None:
-    """``out[i]``: the centroid nearest to ``rows[i]`` (squared L2, or the largest inner product)."""
-    c32 = cent.astype(np.float32)
-    if angular:
-        rhs = np.ascontiguousarray(np.negative(c32).T)
-        add = None
-    else:
-        rhs = np.ascontiguousarray((c32 * np.float32(-2.0)).T)
-        add = np.einsum("ij,ij->i", c32, c32)
-    buf = np.empty((min(_KMEANS_BLOCK, rows.shape[0]), cent.shape[0]), dtype=np.float32)
-    for s in range(0, rows.shape[0], _KMEANS_BLOCK):
-        r = rows[s : s + _KMEANS_BLOCK]
-        key = np.matmul(r, rhs, out=buf[: r.shape[0]])
-        if add is not None:
-            key += add
-        np.argmin(key, axis=1, out=out[s : s + r.shape[0]])
+def _nearest_centroid(rows: np.ndarray, cent: np.ndarray) -> npt.NDArray[np.int64]:
+    """The nearest centroid of each row (float32 ``|c|^2 - 2 x.c``, the lowest id on ties)."""
+    from ...index.exact import ExactIndex
+
+    return ExactIndex(cent).search(rows, 1)[1][:, 0]
 
 
 def _split_empty(cent: np.ndarray, counts: npt.NDArray[np.int64]) -> None:
