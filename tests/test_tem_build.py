@@ -23,16 +23,28 @@ def _screen_rows(geo: Geometry) -> np.ndarray:
     return -rows if geo.metric == "angular" else rows
 
 
-@pytest.mark.parametrize("kernel", [False, True])
+#: the numpy path, the kernel on whole tiles, and the kernel on slabs of 5 rows (ragged: 5 + 2 of a
+#: 7-row tile, 12 slabs of 64), as the build offers its 1,024-row tiles in slabs of _tables._SUB
+_PATHS = [(False, None), (True, None), (True, 5)]
+
+
+def _use_path(monkeypatch: pytest.MonkeyPatch, path: tuple[bool, int | None]) -> bool:
+    kernel, sub = path
+    if kernel and not _HAS_NUMBA:
+        pytest.skip("numba is not installed (the fast extra): the kernel path is checked by .ci/run")
+    monkeypatch.setattr(_tables, "_SUB", sub or 1 << 30)
+    return kernel
+
+
+@pytest.mark.parametrize("path", _PATHS, ids=["numpy", "kernel", "kernel-slabs"])
 @pytest.mark.parametrize("metric", ["euclidean", "angular"])
 @pytest.mark.parametrize("tile", [7, 64])
 @pytest.mark.parametrize("sample", [32, 4096])  # the seeds from a strided sample, or from every column
 @pytest.mark.parametrize("v", [250, 1200])  # 1200: in k-means cluster order, with the clusters' seeds
 def test_heaps_hold_the_smallest_keys_of_every_row(
-    monkeypatch: pytest.MonkeyPatch, metric: str, tile: int, sample: int, v: int, kernel: bool
+    monkeypatch: pytest.MonkeyPatch, metric: str, tile: int, sample: int, v: int, path: tuple[bool, int | None]
 ) -> None:
-    if kernel and not _HAS_NUMBA:
-        pytest.skip("numba is not installed (the fast extra): the kernel path is checked by .ci/run")
+    kernel = _use_path(monkeypatch, path)
     monkeypatch.setattr(_tables, "_SAMPLE", sample)
     k1 = 17
     geo = Geometry(make_tiny_embedding(v, 5, seed=3), metric)
@@ -118,15 +130,17 @@ def test_exact_block_is_the_exact_distance_bit_for_bit(metric: str) -> None:
     assert block[2, 7] == 0.0
 
 
-@pytest.mark.parametrize("kernel", [False, True])
+@pytest.mark.parametrize("path", _PATHS, ids=["numpy", "kernel", "kernel-slabs"])
 @pytest.mark.parametrize("metric", ["euclidean", "angular"])
 @pytest.mark.parametrize("tile", [7, 64])
-def test_both_paths_keep_the_smallest_key_id_pairs_ties_by_id(metric: str, tile: int, kernel: bool) -> None:
+def test_both_paths_keep_the_smallest_key_id_pairs_ties_by_id(
+    monkeypatch: pytest.MonkeyPatch, metric: str, tile: int, path: tuple[bool, int | None]
+) -> None:
     # integer coordinates: every float32 key is exact (euclidean), so equal keys are equal pairs'
     # distances, and duplicated words tie with everything; the build keeps the k1 smallest
-    # (key, id), the lower id first among equal keys, whatever the order of the offers
-    if kernel and not _HAS_NUMBA:
-        pytest.skip("numba is not installed (the fast extra): the kernel path is checked by .ci/run")
+    # (key, id), the lower id first among equal keys, whatever the order of the offers (and
+    # whether a tile is offered whole or in slabs of rows)
+    kernel = _use_path(monkeypatch, path)
     rng = np.random.default_rng(11)
     x = rng.integers(-2, 3, (900, 4)).astype(np.float32)
     x[100:140] = x[0]  # 41 copies of one word: more equal keys than k1 for its neighbours

@@ -55,6 +55,34 @@ def test_labels_are_a_function_of_the_vectors(angular: bool) -> None:
     assert a.min() >= 0 and a.max() < 40
 
 
+@pytest.mark.parametrize("angular", [False, True])
+def test_the_labels_do_not_depend_on_the_build_workers(monkeypatch: pytest.MonkeyPatch, angular: bool) -> None:
+    """The assignments' rows are split across the build's workers (each row's search its own):
+    the same labels on 1 and 2 workers."""
+    from deniable.index import exact
+    from deniable.mechanisms.tem import _shared
+
+    x, _ = _blobs(angular, seed=5)
+    x = np.concatenate([x, x[::-1] * np.float32(1.01)])  # 1,800 rows: a block of >= 256 rows a worker
+    asked: list[int] = []
+    real = exact.row_block
+
+    def row_block(m: int, query_block: int, workers: int) -> int:
+        asked.append(workers)
+        return real(m, query_block, workers)
+
+    monkeypatch.setattr(exact, "row_block", row_block)
+    labels = {}
+    try:
+        for n in (1, 2):
+            _shared.set_build_workers(n)
+            labels[n] = cluster_labels(x, 30, angular)
+    finally:
+        _shared.set_build_workers(None)
+    assert set(asked) == {1, 2}  # the split was asked of one, then of two workers
+    assert np.array_equal(labels[1], labels[2])
+
+
 def test_a_sample_is_drawn_where_there_are_many_points_a_cluster() -> None:
     rng = np.random.default_rng(1)
     x = rng.standard_normal((5_000, 8)).astype(np.float32)  # more than 64 points a cluster

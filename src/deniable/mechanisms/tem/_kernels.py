@@ -101,8 +101,10 @@ def offer_tile(g, i0, j0, diag, names, rc, rn, rl, rt, cc, cn, cl, ct, k1):
     ``names[j0 + b]``; columns: ``(cc, cn, cl, ct)``, row ``j0 + b`` (shared: no other running
     tile has these words), ids ``names[i0 + a]``; none where ``diag`` (the tile's columns are its rows).
     A key is offered to a word when it is at most the word's threshold. Row by row: one
-    vectorized comparison of the row with both thresholds into a byte mask (a superset: the
-    thresholds only decrease), then the set bytes, found eight at a time.
+    vectorized comparison of each key with the larger of its row's and its column's threshold
+    into a byte mask (a superset: the thresholds only decrease), then the set bytes, found
+    eight at a time. ``diag`` is the tile's (a slab of a diagonal tile's rows is offered with
+    ``diag`` set: its columns include its rows).
     """
     r, c = g.shape
     rcap, ccap = rc.shape[1], cc.shape[1]
@@ -119,8 +121,8 @@ def offer_tile(g, i0, j0, diag, names, rc, rn, rl, rt, cc, cn, cl, ct, k1):
             for b in range(c):
                 mask[b] = row[b] <= tr
         else:
-            for b in range(c):
-                mask[b] = (row[b] <= tr) | (row[b] <= ctl[b])
+            for b in range(c):  # (one comparison: the keys and thresholds are never NaN)
+                mask[b] = row[b] <= max(tr, ctl[b])
         for w in range(nw):
             m = words[w]
             while m:
@@ -150,8 +152,8 @@ def offer_tile(g, i0, j0, diag, names, rc, rn, rl, rt, cc, cn, cl, ct, k1):
 
 
 def warm() -> None:
-    """Compile :func:`offer_tile` now (a call on a 2 x 2 tile; the build calls it in a thread while
-    the k-means of its search order runs, which releases the GIL)."""
+    """Compile :func:`offer_tile` now (a call on a 2 x 2 tile; the build calls it before the k-means
+    of its search order, which then has both cores: numba's compiler holds the GIL)."""
     g = np.zeros((2, 2), dtype=np.float32)
     codes = np.zeros((2, 2), dtype=np.uint64)
     count = np.zeros(2, dtype=np.int64)

@@ -75,8 +75,10 @@ def cluster_labels(x: np.ndarray, c: int, angular: bool) -> npt.NDArray[np.int64
     cluster, the first centroids drawn from the sample, an empty cluster split off the
     largest; ``angular``: unit centroids and the largest inner product, faiss's
     ``spherical``), each assignment the project's exact nearest-neighbour search
-    (:class:`~deniable.index.exact.ExactIndex`, numpy's BLAS) of the centroids, on this thread
-    (angular: the centroids are unit vectors, so the nearest in L2 has the largest inner product).
+    (:class:`~deniable.index.exact.ExactIndex`, numpy's BLAS) of the centroids, its rows split
+    across :func:`build_workers` threads of one BLAS thread each (the same labels on any
+    number: each row's search is its own; angular: the centroids are unit vectors, so the
+    nearest in L2 has the largest inner product). The caller runs nothing beside it.
     faiss's own search runs on the OpenBLAS its wheel bundles, which ran the project's
     machine with its generic ``Prescott`` kernel: 0.42-0.47 s an iteration at 400k words
     against 0.21-0.23 s here, the whole k-means 12.5-15 s against about 4 s, the same inertia
@@ -94,7 +96,7 @@ def cluster_labels(x: np.ndarray, c: int, angular: bool) -> npt.NDArray[np.int64
     cent = sample[np.random.default_rng(1234).choice(n, c, replace=False)].astype(np.float64)
     if angular:
         cent /= np.maximum(np.linalg.norm(cent, axis=1, keepdims=True), 1e-30)
-    with single_threaded_blas(), local_decode_workers(1):
+    with single_threaded_blas(), local_decode_workers(build_workers()):
         for _ in range(_KMEANS_ITER):
             assign = _nearest_centroid(sample, cent)
             counts = np.bincount(assign, minlength=c)

@@ -67,6 +67,10 @@ _KNN_K = 256
 KNN_SKETCH = 32
 #: Rows and columns of one tile of the prepared build's symmetric k-NN search.
 _TILE = 1024
+#: Rows of a tile computed and offered at once (the kernel path): a slab of ``_SUB x _TILE``
+#: float32 keys (1 MB) that BLAS writes and the kernel reads in this core's L2 cache, where the
+#: whole 4 MB tile went through L3 (the k-NN search at 200k words 0.90-0.95x, docs/performance.md)
+_SUB = 256
 #: Size of the strided sample of the screening row behind the sketch and the threshold.
 _SAMPLE = 4096
 #: rows of exact neighbour distances computed at once in the build (k x dim float64 each)
@@ -320,12 +324,11 @@ def _knn_blocks_symmetric(geo: Geometry, k: int, n_sketch: int) -> Iterator[tupl
     # the search holds its own operand, in cluster order (the screen's values, rebuilt here
     # from the vectors; Geometry's copy would be a second one: dropped)
     geo.release_operands()
-    # the tile kernel compiles (about 2 s) on another core while the k-means runs on one (joined
-    # right after: no thread outlives this phase)
-    warming = threading.Thread(target=_warm_kernel, daemon=True, name="deniable-tem-compile")
-    warming.start()
+    # the tile kernel compiles (about 2 s, numba's compiler holding the GIL), then the k-means runs
+    # on both cores: beside the compile, the k-means got the GIL too seldom to gain (5.5-5.7 s for
+    # both against 2 + 2.5 s one after the other at 400k words, docs/performance.md)
+    _warm_kernel()
     groups, perm = _near_groups(geo.x, k + 1, angular)
-    warming.join()
     stride = max(1, v // _SAMPLE)
     lhs_p, partner = geo.key_operand(perm)  # the search's operand, in cluster order
     # the sketch: the screen's own arithmetic (knn_entry's keys), on a strided sample
@@ -400,8 +403,8 @@ def _knn_heaps(
     and permutation), built once.
 
     The key must be symmetric in exact arithmetic (``key(i, j) = key(j, i)`` up to float32
-    rounding): each tile ``(I, J)``, ``I <= J``, is computed once (one float32 BLAS product
-    of ``tile x tile``) and feeds the reservoirs (:mod:`._topk`) of its rows and of its
+    rounding): each tile ``(I, J)``, ``I <= J``, is computed once (float32 BLAS products,
+    ``tile x tile`` keys) and feeds the reservoirs (:mod:`._topk`) of its rows and of its
     columns: a value is offered to a word when it is at most the word's threshold (its
     seed, then the k1-th smallest code its reservoir kept when it last filled), and a word
     ends with its k1 smallest ``(key, id)`` whatever was offered besides and in whatever
@@ -411,8 +414,9 @@ def _knn_heaps(
     evaluations of one key; so at least k1 keys of every word pass and none of its k1
     smallest is dropped.
 
-    One tile's filters and offers are one compiled pass (:func:`._kernels.offer_tile`,
-    numba, the ``fast`` extra) or numpy's filters and :meth:`._topk.Reservoirs.offer`
+    One tile's filters and offers are compiled passes (:func:`._kernels.offer_tile`, numba,
+    the ``fast`` extra), one per slab of ``_SUB`` rows right after BLAS wrote it, or numpy's
+    filters and :meth:`._topk.Reservoirs.offer` on the whole tile
     (``kernel=False``, or numba missing, or ``DENIABLE_TEM_KERNEL=numpy``): the same words,
     bit for bit. The :func:`build_workers` threads with single-threaded BLAS share the
     tiles, one row of tiles at a time, without a lock: a tile's column words are its own
@@ -456,12 +460,16 @@ def _knn_heaps(
         buf = getattr(local, "buf", None)
         if buf is None:  # this worker's tile, reused (a new 4 MB product a tile: page faults each time)
             buf = local.buf = np.empty(tile * tile, dtype=np.float32)
-        g = np.matmul(lhs[i0:i1], rhs_t[:, j0:j1], out=buf[: r * c].reshape(r, c))
         rows = private(i0, r)
         if offer_tile is not None:
-            offer_tile(g, i0, j0, i0 == j0, names, rows.codes, rows.count, rows.limit, rows.thr,
-                       shared.codes, shared.count, shared.limit, shared.thr, k1)  # fmt: skip
+            # slabs of _SUB rows, each offered as its own tile (rows i0 + a0..): its product stays in L2
+            for a0 in range(0, r, _SUB):
+                a1 = min(r, a0 + _SUB)
+                g = np.matmul(lhs[i0 + a0 : i0 + a1], rhs_t[:, j0:j1], out=buf[: (a1 - a0) * c].reshape(a1 - a0, c))
+                offer_tile(g, i0 + a0, j0, i0 == j0, names, rows.codes[a0:a1], rows.count[a0:a1], rows.limit[a0:a1],
+                           rows.thr[a0:a1], shared.codes, shared.count, shared.limit, shared.thr, k1)  # fmt: skip
             return
+        g = np.matmul(lhs[i0:i1], rhs_t[:, j0:j1], out=buf[: r * c].reshape(r, c))
         # numpy: what can enter a reservoir is at most its threshold (which only decreases).
         # The row words (this worker's own): one comparison over the tile; on the diagonal
         # tile its columns are its rows (row offers only).
@@ -522,7 +530,7 @@ def _knn_heaps(
 
 
 def _warm_kernel() -> None:
-    """Compile the tile kernel, if the build will use it (a failure here is raised by the build's own call)."""
+    """Compile the tile kernel now, if the build will use it (a failure here is raised by the build's own call)."""
     if _tile_kernel() is not None:
         try:
             from ._kernels import warm
