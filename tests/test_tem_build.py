@@ -24,7 +24,7 @@ def _screen_rows(geo: Geometry) -> np.ndarray:
 
 
 #: the numpy path, the kernel on whole tiles, and the kernel on slabs of 5 rows (ragged: 5 + 2 of a
-#: 7-row tile, 12 slabs of 64), as the build offers its 1,024-row tiles in slabs of _tables._SUB
+#: 7-row tile, 13 of 64 rows: 12 x 5 + 4), as the build offers its 1,024-row tiles in slabs of _tables._SUB
 _PATHS = [(False, None), (True, None), (True, 5)]
 
 
