@@ -458,8 +458,9 @@ def _knn_heaps(
         i1, j1 = min(v, i0 + tile), min(v, j0 + tile)
         r, c = i1 - i0, j1 - j0
         buf = getattr(local, "buf", None)
-        if buf is None:  # this worker's tile, reused (a new 4 MB product a tile: page faults each time)
-            buf = local.buf = np.empty(tile * tile, dtype=np.float32)
+        # this worker's product, reused (a new one a tile: page faults each time): a slab's on the kernel path
+        if buf is None:
+            buf = local.buf = np.empty((tile if offer_tile is None else min(_SUB, tile)) * tile, dtype=np.float32)
         rows = private(i0, r)
         if offer_tile is not None:
             # slabs of _SUB rows, each offered as its own tile (rows i0 + a0..): its product stays in L2
